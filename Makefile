@@ -1,0 +1,36 @@
+# Thin wrapper over CMake.  BUILD picks the build folder; CC the compiler;
+# SANITIZE=1 builds with ASan+UBSan (fa_ API only).
+BUILD ?= build
+PREFIX ?= /usr/local
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+ifeq ($(SANITIZE),1)
+CMAKE_FLAGS += -DFA_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=RelWithDebInfo
+endif
+ifneq ($(CC),)
+ifneq ($(origin CC),default)
+CMAKE_FLAGS += -DCMAKE_C_COMPILER=$(CC)
+endif
+endif
+
+.PHONY: all build test bench install clean
+
+all: build
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
+
+build: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
+
+bench: build
+	python3 bench/run.py --build $(BUILD) $(if $(QUICK),--quick,)
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,25 @@
+/* Central cache: one per size class, shared by all threads, guarded by one
+ * lock per class.  Blocks move between it and the thread caches in batches,
+ * as singly linked lists threaded through the blocks themselves. */
+#ifndef FA_CENTRAL_H
+#define FA_CENTRAL_H
+
+#include "internal.h"
+
+void fa__central_init(void) FA_HIDDEN;
+
+/* Take up to n blocks of class cls; returns how many, the list in *head.  0
+ * means the OS has no more memory. */
+unsigned fa__central_fetch(unsigned cls, void **head, unsigned n) FA_HIDDEN;
+
+/* Give back a list of n blocks of class cls (NULL-terminated). */
+void fa__central_release(unsigned cls, void *head, unsigned n) FA_HIDDEN;
+
+/* Bytes of free blocks held by the central caches. */
+size_t fa__central_free_bytes(void) FA_HIDDEN;
+
+/* For fork: take and drop every class lock in order. */
+void fa__central_lock_all(void) FA_HIDDEN;
+void fa__central_unlock_all(void) FA_HIDDEN;
+
+#endif

@@ -1,0 +1,17 @@
+/* The OS layer: the only place that maps and returns memory. */
+#ifndef FA_OS_H
+#define FA_OS_H
+
+#include "internal.h"
+
+/* Map size bytes of zeroed read-write memory aligned to align (a power of two
+ * or 0 for the OS page).  NULL when the OS refuses. */
+void *fa__os_map(size_t size, size_t align) FA_HIDDEN;
+void fa__os_unmap(void *p, size_t size) FA_HIDDEN;
+/* Give the physical pages back; the range stays mapped and reads as zero. */
+void fa__os_release(void *p, size_t size) FA_HIDDEN;
+
+/* Number of mmap calls made, for tests of mapping churn. */
+extern size_t fa__os_map_calls FA_HIDDEN;
+
+#endif

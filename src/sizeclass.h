@@ -1,0 +1,44 @@
+/* Size classes: the sizes that small blocks are rounded up to. */
+#ifndef FA_SIZECLASS_H
+#define FA_SIZECLASS_H
+
+#include "internal.h"
+
+/* Class 0 is reserved: it marks "not a small block" in the page map and in
+ * the lookup tables before initialisation, so that both fall into a slow path
+ * by themselves.  Classes 1..FA_NUM_CLASSES-1 are, in order: 8, then 16 to 128
+ * in steps of 16, then eight classes per doubling up to 256 KiB. */
+#define FA_NUM_CLASSES 98
+
+/* O(1) size -> class.  Sizes up to FA_SMALL_TABLE_MAX index the first table in
+ * 8-byte steps; larger ones the second in 128-byte steps (every class above
+ * 1 KiB is a multiple of 128). */
+#define FA_SMALL_TABLE_MAX 1024
+extern uint8_t fa__class_small[FA_SMALL_TABLE_MAX / 8 + 1] FA_HIDDEN;
+extern uint8_t fa__class_large[FA_MAX_SMALL / 128 + 1] FA_HIDDEN;
+
+struct fa__class_info {
+    uint32_t size;     /* bytes of each block */
+    uint32_t pages;    /* pages in one span of this class */
+    uint32_t objs;     /* blocks in one span */
+    uint32_t batch;    /* blocks moved between thread and central cache at once */
+    uint32_t max_list; /* most blocks one thread may cache of this class */
+};
+extern struct fa__class_info fa__classes[FA_NUM_CLASSES] FA_HIDDEN;
+
+void fa__sizeclass_init(void) FA_HIDDEN;
+
+/* Only valid once initialised and for size <= FA_MAX_SMALL. */
+FA_INLINE unsigned fa__size_to_class(size_t size)
+{
+    if (FA_LIKELY(size <= FA_SMALL_TABLE_MAX))
+        return fa__class_small[(size + 7) >> 3];
+    return fa__class_large[(size + 127) >> 7];
+}
+
+/* Smallest class whose blocks are at least size bytes and, given that spans
+ * start on page boundaries, all aligned to align (a power of two no larger
+ * than FA_PAGE_SIZE).  0 when there is none. */
+unsigned fa__class_for_aligned(size_t size, size_t align) FA_HIDDEN;
+
+#endif

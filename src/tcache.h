@@ -1,0 +1,53 @@
+/* Thread cache: per-thread free lists, one per size class.  The fast paths of
+ * malloc and free in api.c touch only heads[] and avail[] of the calling
+ * thread's cache. */
+#ifndef FA_TCACHE_H
+#define FA_TCACHE_H
+
+#include "internal.h"
+#include "sizeclass.h"
+
+/* avail[] value that no run of decrements brings to zero: the slow path
+ * stores it back rather than adding, so lost updates in a shared cache do not
+ * matter. */
+#define FA_AVAIL_NEVER (INT32_MIN / 2)
+
+struct fa__tcache {
+    /* --- read and written by the fast paths --- */
+    void *heads[FA_NUM_CLASSES];
+    /* Room left in each list before it is full (maxlen - length).  A free
+     * decrements it and goes to the slow path when it turns negative, which
+     * folds "list full", "class 0 / not a small block", "no cache yet" and
+     * "debug or hook mode" into one sign test. */
+    int32_t avail[FA_NUM_CLASSES];
+    /* --- slow paths only --- */
+    uint32_t maxlen[FA_NUM_CLASSES];
+    size_t max_bytes;  /* sum of maxlen * size: bounds what the cache holds */
+    uint64_t fetches;  /* trips to the central cache, for statistics */
+    uint64_t releases;
+    struct fa__tcache *next, *prev; /* registry of live caches */
+    uint8_t kind;      /* FA_TC_* */
+} FA_ALIGNED_CL;
+
+enum { FA_TC_REAL = 0, FA_TC_EMPTY = 1, FA_TC_DEAD = 2 };
+
+/* The calling thread's cache.  It starts at a shared, permanently empty
+ * cache, so a thread's first malloc or free falls into the slow path with no
+ * separate "initialised?" test on the fast path. */
+extern __thread struct fa__tcache *fa__tls_cache
+    __attribute__((tls_model("initial-exec"))) FA_HIDDEN;
+
+/* Slow paths: the list was empty / full, or the thread has no cache. */
+void *fa__tc_alloc_slow(size_t size) FA_HIDDEN;
+void fa__tc_free_slow(void *p, unsigned cls) FA_HIDDEN;
+
+void fa__tc_init(void) FA_HIDDEN;
+
+/* Bytes held in all live thread caches (approximate while threads run). */
+size_t fa__tc_cached_bytes(void) FA_HIDDEN;
+
+/* For fork. */
+void fa__tc_lock_registry(void) FA_HIDDEN;
+void fa__tc_unlock_registry(void) FA_HIDDEN;
+
+#endif
