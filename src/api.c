@@ -84,15 +84,18 @@ static inline __attribute__((always_inline)) void *do_malloc(size_t size)
     return p;
 }
 
-static inline __attribute__((always_inline)) void free_to_class(void *p, unsigned cls)
+static inline __attribute__((always_inline)) void free_to_class(void *p, size_t cls)
 {
     struct fa__tcache *tc = fa__tls_cache;
     if (FA_UNLIKELY(--tc->avail[cls] < 0)) {
-        fa__tc_free_slow(p, cls);
+        /* The slow path reads the class again: passing it would cost the
+         * fast path a register move. */
+        fa__tc_free_slow(p);
         return;
     }
-    *(void **)p = tc->heads[cls];
-    tc->heads[cls] = p;
+    void **head = fa__tc_head(tc, cls);
+    *(void **)p = *head;
+    *head = p;
 }
 
 static inline __attribute__((always_inline)) void do_free(void *p)

@@ -4,6 +4,7 @@
 #include "tcache.h"
 #include "central.h"
 #include "meta.h"
+#include "pagemap.h"
 
 #include <pthread.h>
 
@@ -12,7 +13,7 @@ void fa__free_other(void *p) FA_HIDDEN; /* api.c: large and foreign blocks */
 /* Shared stand-ins: never hold a block.  `empty` is what a new thread sees;
  * `dead` is what a thread sees once its cache has been flushed at exit, so that
  * destructors running after ours still work, straight on the central cache. */
-#define STANDIN(k) { .heads = {0}, .avail = {[0 ... FA_NUM_CLASSES - 1] = FA_AVAIL_NEVER}, .kind = (k) }
+#define STANDIN(k) { .avail = {[0 ... FA_NUM_CLASSES - 1] = FA_AVAIL_NEVER}, .heads = {0}, .kind = (k) }
 static struct fa__tcache tc_empty = STANDIN(FA_TC_EMPTY);
 static struct fa__tcache tc_dead = STANDIN(FA_TC_DEAD);
 
@@ -159,8 +160,9 @@ static void release(struct fa__tcache *tc, unsigned cls, unsigned n)
     fa__central_release(cls, head, n);
 }
 
-void fa__tc_free_slow(void *p, unsigned cls)
+void fa__tc_free_slow(void *p)
 {
+    unsigned cls = fa__pm_class((uintptr_t)p);
     struct fa__tcache *tc = fa__tls_cache;
     if (cls == 0) {
         tc->avail[0] = FA_AVAIL_NEVER;

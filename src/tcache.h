@@ -13,13 +13,14 @@
 #define FA_AVAIL_NEVER (INT32_MIN / 2)
 
 struct fa__tcache {
-    /* --- read and written by the fast paths --- */
-    void *heads[FA_NUM_CLASSES];
+    /* --- read and written by the fast paths; avail first so that its
+     * offset is 0 and the free path indexes it without an extra add --- */
     /* Room left in each list before it is full (maxlen - length).  A free
      * decrements it and goes to the slow path when it turns negative, which
      * folds "list full", "class 0 / not a small block", "no cache yet" and
      * "debug or hook mode" into one sign test. */
     int32_t avail[FA_NUM_CLASSES];
+    void *heads[FA_NUM_CLASSES];
     /* --- slow paths only --- */
     uint32_t maxlen[FA_NUM_CLASSES];
     size_t max_bytes;  /* sum of maxlen * size: bounds what the cache holds */
@@ -37,9 +38,16 @@ enum { FA_TC_REAL = 0, FA_TC_EMPTY = 1, FA_TC_DEAD = 2 };
 extern __thread struct fa__tcache *fa__tls_cache
     __attribute__((tls_model("initial-exec"))) FA_HIDDEN;
 
+/* &tc->heads[cls], spelled so that the compiler folds the array's offset into
+ * one addressing mode instead of adding it to the index first. */
+FA_INLINE void **fa__tc_head(struct fa__tcache *tc, size_t cls)
+{
+    return (void **)((char *)tc + __builtin_offsetof(struct fa__tcache, heads) + cls * sizeof(void *));
+}
+
 /* Slow paths: the list was empty / full, or the thread has no cache. */
 void *fa__tc_alloc_slow(size_t size) FA_HIDDEN;
-void fa__tc_free_slow(void *p, unsigned cls) FA_HIDDEN;
+void fa__tc_free_slow(void *p) FA_HIDDEN;
 
 void fa__tc_init(void) FA_HIDDEN;
 
