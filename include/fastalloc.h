@@ -64,6 +64,59 @@ FA_API void fa_free_aligned_sized(void *ptr, size_t alignment, size_t size);
  * meant for tests, assertions and mixed-allocator programs. */
 FA_API int fa_owns(const void *ptr);
 
+/* ------------------------------------------------------------------------
+ * Object pool: fixed-size objects created and destroyed at high rates
+ * (connections, requests, tree nodes).  Each thread gets and puts through a
+ * local pool of its own; full free lists move whole to one of several global
+ * pools.  An object's memory is constructed (ctor) once, when it enters the
+ * pool, and destroyed (dtor) when it leaves it (trim, destroy): an object that
+ * is put and got again comes back in the state it was put in.  The object put
+ * last is the one got next.  Any thread may put an object another thread got.
+ * ------------------------------------------------------------------------ */
+typedef struct fa_pool fa_pool;
+
+typedef struct fa_pool_options {
+    size_t object_size;  /* required, > 0 */
+    size_t object_align; /* power of two; 0 = 16 */
+    void (*ctor)(void *obj, void *arg); /* optional */
+    void (*dtor)(void *obj, void *arg); /* optional */
+    void *arg;           /* passed to ctor and dtor */
+    unsigned global_pools; /* 0 = one per 4 CPUs, at least 2, at most 16 */
+    unsigned handover;   /* free-list length moved to a global pool; 0 = 256 */
+    size_t block_size;   /* bytes per block (power of two >= 4096); 0 = 64 KiB */
+    size_t max_objects;  /* cap on objects the pool holds, live or free; 0 = none */
+    size_t max_bytes;    /* cap on bytes of blocks; 0 = none */
+    int idle_trim_ms;    /* auto-trim delay; 0 = 1000 ms, -1 = never */
+    int debug;           /* 1: check every put (double put, foreign pointer) */
+    const char *name;    /* for statistics; copied */
+} fa_pool_options;
+
+typedef struct fa_pool_stats_t {
+    const char *name;
+    size_t object_size;    /* bytes per object slot */
+    size_t live;           /* objects got and not yet put */
+    size_t free_local;     /* free objects in threads' local pools */
+    size_t free_global;    /* free objects in the global pools */
+    size_t bytes_os;       /* bytes of blocks mapped now */
+    size_t bytes_peak;     /* most bytes_os ever */
+    unsigned long long gets, puts;
+    unsigned long long trims; /* trims run, explicit or automatic */
+} fa_pool_stats_t;
+
+/* NULL with errno = EINVAL for bad options, ENOMEM without memory. */
+FA_API fa_pool *fa_pool_create(const fa_pool_options *opt);
+/* NULL with errno = ENOMEM when the pool is at its cap or the OS refuses. */
+FA_API void *fa_pool_get(fa_pool *pool);
+FA_API void fa_pool_put(fa_pool *pool, void *obj);
+/* Returns to the OS every block whose objects are all free (calling dtor on
+ * them); returns the bytes released.  Free objects held in other threads'
+ * local pools (at most `handover` per thread) keep their blocks. */
+FA_API size_t fa_pool_trim(fa_pool *pool);
+/* Releases all the pool's memory, calling dtor on every free object.  Objects
+ * still out are released without dtor. */
+FA_API void fa_pool_destroy(fa_pool *pool);
+FA_API void fa_pool_stats(fa_pool *pool, fa_pool_stats_t *out);
+
 #ifdef __cplusplus
 }
 #endif
