@@ -54,10 +54,13 @@ struct gpool {
 
 struct lpool {
     /* fast-path fields first */
-    void *head;
+    void *head;           /* free slots, LIFO */
     int32_t room;         /* handover - length; a put goes slow below 0 */
     uint32_t pad;
     uint64_t gets;
+    /* object = slot + link_off (see fa_pool.link_off); 64 bits wide so that
+     * the fast paths add it straight from memory */
+    uintptr_t link_off;
     struct block *blk;    /* block being cut */
     struct gpool *g;
     struct fa_pool *pool;
@@ -68,7 +71,12 @@ struct lpool {
 struct fa_pool {
     uint32_t id;
     uint32_t handover;
-    size_t slot;          /* bytes per object, a multiple of the alignment */
+    size_t slot;          /* bytes per slot, a multiple of the alignment */
+    /* Free slots are linked through their first two words.  A pool with a
+     * ctor or dtor promises that an object keeps all its state while free,
+     * so its slots carry a 16-byte link header before the object; a plain
+     * pool lets the links overwrite a free object's first 16 bytes. */
+    size_t link_off;
     size_t align;
     size_t block_size;
     size_t data_off;      /* first slot's offset in a block */
@@ -222,6 +230,7 @@ static struct lpool *lp_new(fa_pool *pool)
         return NULL;
     memset(lp, 0, sizeof *lp);
     lp->pool = pool;
+    lp->link_off = pool->link_off;
     lp->room = (int32_t)pool->handover;
     lp->g = &pool->g[pool->rr++ % pool->ngpools];
     return lp;
@@ -375,7 +384,7 @@ static size_t carve(fa_pool *pool, struct block *b, void **head, size_t n)
         b->bump += pool->slot;
         b->carved++;
         if (pool->ctor)
-            pool->ctor(o, pool->arg);
+            pool->ctor((char *)o + pool->link_off, pool->arg);
         NEXT(o) = list;
         list = o;
         got++;
@@ -424,9 +433,11 @@ static FA_NOINLINE void *get_slow(fa_pool *pool)
         if (o != NULL)
             pool->gets_retired++;
         pthread_mutex_unlock(&pool->grow);
-        if (o == NULL)
+        if (o == NULL) {
             errno = ENOMEM;
-        return o;
+            return NULL;
+        }
+        return (char *)o + pool->link_off;
     }
     void *head = NULL;
     size_t n = 0;
@@ -458,13 +469,16 @@ static FA_NOINLINE void *get_slow(fa_pool *pool)
                 return NULL;
             }
         }
-        n = carve(pool, lp->blk, &head, pool->handover);
+        /* A plain pool cuts a whole list at once; one with a ctor or dtor cuts
+         * one object a call, so that exactly the objects handed out have
+         * been constructed. */
+        n = carve(pool, lp->blk, &head, pool->ctor || pool->dtor ? 1 : pool->handover);
     }
     void *o = head;
     lp->head = NEXT(o);
     lp->room = (int32_t)(pool->handover - (n - 1));
     lp->gets++;
-    return o;
+    return (char *)o + pool->link_off;
 }
 
 static size_t trim_locked(fa_pool *pool);
@@ -490,12 +504,14 @@ static void maybe_idle_trim(fa_pool *pool)
 static FA_NOINLINE void put_slow(fa_pool *pool, void *obj)
 {
     struct lpool *lp = pool_tls->lp[pool->id];
+    void *user = obj;
+    obj = (char *)obj - pool->link_off;
     if (lp == &empty_lp) {
         empty_lp.room = FA_AVAIL_NEVER_POOL;
         lp = my_lp(pool);
         if (lp == NULL) {
             if (pool->debug) {
-                debug_put(pool, obj);
+                debug_put(pool, user);
                 return;
             }
             fa__lock(&pool->g[0].lock);
@@ -530,7 +546,7 @@ void *fa_pool_get(fa_pool *pool)
     lp->head = NEXT(o);
     lp->room++;
     lp->gets++;
-    return o;
+    return (char *)o + lp->link_off;
 }
 
 void fa_pool_put(fa_pool *pool, void *obj)
@@ -540,8 +556,9 @@ void fa_pool_put(fa_pool *pool, void *obj)
         put_slow(pool, obj);
         return;
     }
-    NEXT(obj) = lp->head;
-    lp->head = obj;
+    void *s = (char *)obj - lp->link_off;
+    NEXT(s) = lp->head;
+    lp->head = s;
 }
 
 /* ---- debug pools: every call is checked, under the grow mutex ---- */
@@ -561,9 +578,19 @@ static void *debug_get(fa_pool *pool)
     void *o = NULL;
     struct gpool *g = &pool->g[0];
     fa__lock(&g->lock);
-    size_t n = gpool_pop_locked(pool, g, &o);
-    if (n > 1)
-        gpool_push_locked(pool, g, NEXT(o), n - 1);
+    if (g->partial != NULL) { /* the most recent put is on top of it */
+        o = g->partial;
+        g->partial = NEXT(o);
+        g->npartial--;
+    } else if (g->full != NULL) {
+        o = g->full;
+        g->full = NEXT_LIST(o);
+        g->nfull--;
+        if (NEXT(o) != NULL) { /* the rest becomes the partial list */
+            g->partial = NEXT(o);
+            g->npartial = pool->handover - 1;
+        }
+    }
     fa__unlock(&g->lock);
     if (o == NULL) {
         struct block *b = pool->parked;
@@ -592,21 +619,22 @@ static void *debug_get(fa_pool *pool)
         errno = ENOMEM;
     }
     pthread_mutex_unlock(&pool->grow);
-    return o;
+    return o ? (char *)o + pool->link_off : NULL;
 }
 
-static void debug_put(fa_pool *pool, void *obj)
+static void debug_put(fa_pool *pool, void *user)
 {
+    void *obj = (char *)user - pool->link_off;
     pthread_mutex_lock(&pool->grow);
     struct block *b = debug_find_block(pool, obj);
     uintptr_t off = b ? (uintptr_t)obj - (uintptr_t)b : 0;
     if (b == NULL || off < pool->data_off || (off - pool->data_off) % pool->slot != 0 ||
         (uintptr_t)obj >= b->bump)
-        fa__fatal("fastalloc: fa_pool_put(): %p was not handed out by pool '%s'", obj, pool->name);
+        fa__fatal("fastalloc: fa_pool_put(): %p was not handed out by pool '%s'", user, pool->name);
     size_t i = (off - pool->data_off) / pool->slot;
     uint64_t bit = (uint64_t)1 << (i % 64);
     if (!(b->bits[i / 64] & bit))
-        fa__fatal("fastalloc: fa_pool_put(): double put of %p in pool '%s'", obj, pool->name);
+        fa__fatal("fastalloc: fa_pool_put(): double put of %p in pool '%s'", user, pool->name);
     b->bits[i / 64] &= ~bit;
     fa__lock(&pool->g[0].lock);
     NEXT(obj) = NULL;
@@ -630,8 +658,12 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
     size_t align = opt->object_align ? opt->object_align : 16;
     if (align < sizeof(void *))
         align = sizeof(void *);
-    size_t slot = opt->object_size < 2 * sizeof(void *) ? 2 * sizeof(void *) : opt->object_size;
-    slot = (slot + align - 1) & ~(align - 1);
+    size_t link_off = 0, slot = opt->object_size;
+    if (opt->ctor || opt->dtor)
+        link_off = (2 * sizeof(void *) + align - 1) & ~(align - 1);
+    else if (slot < 2 * sizeof(void *))
+        slot = 2 * sizeof(void *);
+    slot = (link_off + slot + align - 1) & ~(align - 1);
     unsigned handover = opt->handover ? opt->handover : DEFAULT_HANDOVER;
     size_t bs = opt->block_size ? opt->block_size : DEFAULT_BLOCK;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -662,6 +694,7 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
     }
     pool->handover = handover;
     pool->slot = slot;
+    pool->link_off = link_off;
     pool->align = align;
     pool->block_size = bs;
     pool->data_off = hdr;
@@ -730,7 +763,7 @@ static size_t trim_locked(fa_pool *pool)
         void *next = NEXT(all);
         if (block_of(pool, all)->doomed) {
             if (pool->dtor)
-                pool->dtor(all, pool->arg);
+                pool->dtor((char *)all + pool->link_off, pool->arg);
         } else {
             NEXT(all) = keep;
             keep = all;
@@ -825,7 +858,7 @@ void fa_pool_destroy(fa_pool *pool)
             for (void *o = h; o != NULL;) {
                 void *next = NEXT(o);
                 if (pool->dtor)
-                    pool->dtor(o, pool->arg);
+                    pool->dtor((char *)o + pool->link_off, pool->arg);
                 o = next;
             }
         }
@@ -849,7 +882,7 @@ void fa_pool_stats(fa_pool *pool, fa_pool_stats_t *out)
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&pool->grow);
     out->name = pool->name;
-    out->object_size = pool->slot;
+    out->object_size = pool->slot - pool->link_off;
     uint64_t gets = pool->gets_retired;
     size_t local = 0;
     for (struct lpool *lp = pool->locals.next; lp != &pool->locals; lp = lp->next) {

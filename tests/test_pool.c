@@ -1,0 +1,341 @@
+/* Object pool: patterns, ctor/dtor counts, LIFO, reuse (RSS), cross-thread
+ * puts, thread exit, trim, destroy, the cap, and the debug checks. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "check.h"
+#include "fastalloc.h"
+#include "util.h"
+
+static long ctor_calls, dtor_calls;
+
+static void ctor(void *obj, void *arg)
+{
+    __atomic_fetch_add(&ctor_calls, 1, __ATOMIC_RELAXED);
+    memset(obj, 0xc5, *(size_t *)arg);
+}
+
+static void dtor(void *obj, void *arg)
+{
+    (void)obj;
+    (void)arg;
+    __atomic_fetch_add(&dtor_calls, 1, __ATOMIC_RELAXED);
+}
+
+static void test_basic_and_lifo(void)
+{
+    size_t size = 48;
+    fa_pool_options o = {.object_size = size, .ctor = ctor, .dtor = dtor, .arg = &size, .name = "basic"};
+    ctor_calls = dtor_calls = 0;
+    fa_pool *pool = fa_pool_create(&o);
+    CHECK(pool != NULL);
+    enum { N = 5000 };
+    static void *objs[N];
+    for (size_t i = 0; i < N; i++) {
+        objs[i] = fa_pool_get(pool);
+        CHECK(objs[i] != NULL);
+        CHECK(((uintptr_t)objs[i] & 15) == 0);
+        /* A fresh object is constructed: the ctor's fill is there. */
+        CHECK(all_bytes(objs[i], size, 0xc5));
+        pat_fill(objs[i], size, i);
+    }
+    CHECK(ctor_calls == N);
+    for (size_t i = 0; i < N; i++)
+        CHECKF(pat_ok(objs[i], size, i), "object %zu overwritten", i);
+    /* LIFO: the last put is the next got, and it keeps its state. */
+    memset((char *)objs[10] + 16, 0x10, size - 16);
+    memset((char *)objs[20] + 16, 0x20, size - 16);
+    fa_pool_put(pool, objs[10]);
+    fa_pool_put(pool, objs[20]);
+    void *a = fa_pool_get(pool);
+    void *b = fa_pool_get(pool);
+    CHECK(a == objs[20]);
+    CHECK(b == objs[10]);
+    /* The state put is the state got, beyond the two link words that the
+     * pool uses while an object is free. */
+    CHECK(all_bytes((char *)a + 16, size - 16, 0x20));
+    CHECK(all_bytes((char *)b + 16, size - 16, 0x10));
+    pat_fill(a, size, 20);
+    pat_fill(b, size, 10);
+    fa_pool_stats_t st;
+    fa_pool_stats(pool, &st);
+    CHECK(st.live == N);
+    CHECK(strcmp(st.name, "basic") == 0);
+    for (size_t i = 0; i < N; i++)
+        fa_pool_put(pool, objs[i]);
+    fa_pool_stats(pool, &st);
+    CHECK(st.live == 0);
+    CHECK(st.free_local + st.free_global == N);
+    CHECK(st.gets == N + 2);
+    CHECK(st.puts == N + 2);
+    /* Recycled objects are not constructed again. */
+    for (size_t i = 0; i < N; i++)
+        objs[i] = fa_pool_get(pool);
+    CHECK(ctor_calls == N);
+    for (size_t i = 0; i < N; i++)
+        fa_pool_put(pool, objs[i]);
+    fa_pool_destroy(pool);
+    /* Every constructed object was free at destroy: each got its dtor. */
+    CHECK(dtor_calls == N);
+}
+
+static void test_state_kept(void)
+{
+    /* 64-byte objects: bytes past the first 16 survive a put/get. */
+    fa_pool_options o = {.object_size = 64};
+    fa_pool *pool = fa_pool_create(&o);
+    char *p = fa_pool_get(pool);
+    memset(p + 16, 0x7e, 48);
+    fa_pool_put(pool, p);
+    char *q = fa_pool_get(pool);
+    CHECK(q == p);
+    CHECK(all_bytes(q + 16, 48, 0x7e));
+    fa_pool_put(pool, q);
+    fa_pool_destroy(pool);
+}
+
+static void test_reuse_rss(void)
+{
+    fa_pool_options o = {.object_size = 64, .idle_trim_ms = -1};
+    fa_pool *pool = fa_pool_create(&o);
+    size_t n = FA_TEST_SLOW ? 200000 : 1000000;
+    void **v = fa_malloc(n * sizeof *v);
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < n; i++) {
+            v[i] = fa_pool_get(pool);
+            ((uint64_t *)v[i])[3] = i;
+        }
+        for (size_t i = 0; i < n; i++) {
+            CHECK(((uint64_t *)v[i])[3] == i);
+            fa_pool_put(pool, v[i]);
+        }
+        fa_pool_stats_t st;
+        fa_pool_stats(pool, &st);
+        static size_t first_bytes;
+        if (round == 0)
+            first_bytes = st.bytes_os;
+        /* A second round reuses the first round's memory. */
+        CHECK(st.bytes_os == first_bytes);
+        CHECK(st.bytes_os <= n * 64 + n * 64 / 20 + (2u << 20));
+    }
+    size_t before = rss_bytes();
+    size_t released = fa_pool_trim(pool);
+    size_t after = rss_bytes();
+    CHECKF(released >= n * 64 * 9 / 10, "trim released %zu", released);
+    CHECKF(after + n * 64 * 8 / 10 <= before, "RSS %zu -> %zu", before, after);
+    fa_pool_stats_t st;
+    fa_pool_stats(pool, &st);
+    CHECK(st.bytes_os < n * 64 / 10);
+    fa_free(v);
+    fa_pool_destroy(pool);
+}
+
+struct xarg {
+    fa_pool *pool;
+    void **slots;
+    size_t n;
+    int id;
+};
+
+static void *producer(void *p)
+{
+    struct xarg *a = p;
+    for (size_t i = 0; i < a->n; i++) {
+        uint64_t *o = fa_pool_get(a->pool);
+        CHECK(o != NULL);
+        o[2] = (uint64_t)a->id << 32 | i;
+        o[3] = ~o[2];
+        a->slots[i] = o;
+    }
+    return NULL;
+}
+
+static void *consumer(void *p)
+{
+    struct xarg *a = p;
+    for (size_t i = 0; i < a->n; i++) {
+        uint64_t *o = a->slots[i];
+        CHECK(o[2] == ((uint64_t)a->id << 32 | i));
+        CHECK(o[3] == ~o[2]);
+        fa_pool_put(a->pool, o);
+    }
+    return NULL;
+}
+
+static void test_cross_thread_and_exit(void)
+{
+    enum { T = 8 };
+    size_t n = FA_TEST_SLOW ? 20000 : 100000;
+    fa_pool_options o = {.object_size = 32, .global_pools = 3, .handover = 64, .dtor = dtor};
+    dtor_calls = 0;
+    fa_pool *pool = fa_pool_create(&o);
+    struct xarg args[T];
+    pthread_t th[T];
+    for (int round = 0; round < 3; round++) {
+        for (int t = 0; t < T; t++) {
+            args[t] = (struct xarg){pool, fa_malloc(n * sizeof(void *)), n, t};
+            CHECK(pthread_create(&th[t], NULL, producer, &args[t]) == 0);
+        }
+        for (int t = 0; t < T; t++)
+            pthread_join(th[t], NULL);
+        /* Each thread's objects are put by another thread, which then exits
+         * with objects in its local pool. */
+        for (int t = 0; t < T; t++) {
+            struct xarg *a = &args[(t + 1) % T];
+            CHECK(pthread_create(&th[t], NULL, consumer, a) == 0);
+        }
+        for (int t = 0; t < T; t++)
+            pthread_join(th[t], NULL);
+        for (int t = 0; t < T; t++)
+            fa_free(args[t].slots);
+        fa_pool_stats_t st;
+        fa_pool_stats(pool, &st);
+        CHECK(st.live == 0);
+        /* Exited threads left nothing in local pools. */
+        CHECK(st.free_local == 0);
+        CHECK(st.free_global >= (size_t)T * n);
+        CHECK(st.gets == (unsigned long long)(round + 1) * T * n);
+        /* Later rounds reuse: memory does not grow. */
+        static size_t bytes0;
+        if (round == 0)
+            bytes0 = st.bytes_os;
+        CHECK(st.bytes_os == bytes0);
+    }
+    size_t released = fa_pool_trim(pool);
+    CHECK(released > 0);
+    fa_pool_stats_t st;
+    fa_pool_stats(pool, &st);
+    CHECK(st.bytes_os == 0);
+    CHECK(dtor_calls == (long)T * (long)n);
+    fa_pool_destroy(pool);
+}
+
+static void test_cap(void)
+{
+    fa_pool_options o = {.object_size = 100, .max_objects = 1000};
+    fa_pool *pool = fa_pool_create(&o);
+    static void *v[1001];
+    for (int i = 0; i < 1000; i++) {
+        v[i] = fa_pool_get(pool);
+        CHECK(v[i] != NULL);
+    }
+    errno = 0;
+    CHECK(fa_pool_get(pool) == NULL);
+    CHECK(errno == ENOMEM);
+    fa_pool_put(pool, v[5]);
+    CHECK(fa_pool_get(pool) == v[5]);
+    for (int i = 0; i < 1000; i++)
+        fa_pool_put(pool, v[i]);
+    fa_pool_destroy(pool);
+
+    fa_pool_options ob = {.object_size = 64, .max_bytes = 256 << 10};
+    pool = fa_pool_create(&ob);
+    size_t got = 0;
+    while (fa_pool_get(pool) != NULL)
+        got++;
+    CHECK(errno == ENOMEM);
+    CHECK(got > 1000 && got * 64 <= (256u << 10));
+    fa_pool_destroy(pool);
+}
+
+static void test_bad_options(void)
+{
+    errno = 0;
+    CHECK(fa_pool_create(NULL) == NULL && errno == EINVAL);
+    fa_pool_options o = {.object_size = 0};
+    errno = 0;
+    CHECK(fa_pool_create(&o) == NULL && errno == EINVAL);
+    fa_pool_options o2 = {.object_size = 8, .object_align = 24};
+    errno = 0;
+    CHECK(fa_pool_create(&o2) == NULL && errno == EINVAL);
+    fa_pool_options o3 = {.object_size = 8, .block_size = 5000};
+    errno = 0;
+    CHECK(fa_pool_create(&o3) == NULL && errno == EINVAL);
+    fa_pool_options o4 = {.object_size = 40, .object_align = 256};
+    fa_pool *p = fa_pool_create(&o4);
+    CHECK(p != NULL);
+    for (int i = 0; i < 1000; i++) {
+        void *x = fa_pool_get(p);
+        CHECK(((uintptr_t)x & 255) == 0);
+    }
+    fa_pool_destroy(p);
+}
+
+/* A debug pool catches a double put and a foreign pointer: run each in a
+ * child and expect an abort with a message. */
+static void expect_abort(void (*fn)(void))
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        fn();
+        _exit(0);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "status %d", st);
+}
+
+static void double_put(void)
+{
+    fa_pool_options o = {.object_size = 64, .debug = 1, .name = "dbg"};
+    fa_pool *pool = fa_pool_create(&o);
+    void *a = fa_pool_get(pool);
+    fa_pool_put(pool, a);
+    fa_pool_put(pool, a);
+}
+
+static void foreign_put(void)
+{
+    fa_pool_options o = {.object_size = 64, .debug = 1, .name = "dbg"};
+    fa_pool *pool = fa_pool_create(&o);
+    static char buf[128] __attribute__((aligned(64)));
+    (void)fa_pool_get(pool);
+    fa_pool_put(pool, buf);
+}
+
+static void test_debug(void)
+{
+    fa_pool_options o = {.object_size = 64, .debug = 1};
+    fa_pool *pool = fa_pool_create(&o);
+    static void *v[3000];
+    for (int i = 0; i < 3000; i++)
+        v[i] = fa_pool_get(pool);
+    for (int i = 0; i < 3000; i++)
+        fa_pool_put(pool, v[i]);
+    CHECK(fa_pool_get(pool) == v[2999]);
+    fa_pool_destroy(pool);
+    expect_abort(double_put);
+    expect_abort(foreign_put);
+}
+
+static void test_many_pools(void)
+{
+    /* Ids are recycled: create and destroy more pools than there are ids. */
+    for (int i = 0; i < 3000; i++) {
+        fa_pool_options o = {.object_size = 16 + (size_t)(i % 7) * 8};
+        fa_pool *p = fa_pool_create(&o);
+        CHECK(p != NULL);
+        void *x = fa_pool_get(p);
+        memset(x, 1, o.object_size);
+        fa_pool_put(p, x);
+        fa_pool_destroy(p);
+    }
+}
+
+int main(void)
+{
+    test_basic_and_lifo();
+    test_state_kept();
+    test_reuse_rss();
+    test_cross_thread_and_exit();
+    test_cap();
+    test_bad_options();
+    test_debug();
+    test_many_pools();
+    return check_done("test_pool");
+}
