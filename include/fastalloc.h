@@ -65,6 +65,51 @@ FA_API void fa_free_aligned_sized(void *ptr, size_t alignment, size_t size);
 FA_API int fa_owns(const void *ptr);
 
 /* ------------------------------------------------------------------------
+ * Memory return, limits, options and statistics.
+ * ------------------------------------------------------------------------ */
+
+/* Return every free page to the OS now, the calling thread's cache and the
+ * central caches included.  Returns the bytes purged.  malloc_trim(0) is the
+ * same (it returns 1 when anything was released). */
+FA_API size_t fa_trim(void);
+
+/* Cap on the bytes in use or held resident (0 = none).  An allocation that
+ * would pass it purges first, then fails with NULL and errno = ENOMEM. */
+FA_API void fa_set_limit(size_t bytes);
+
+/* Set or read a knob by name; 0 on success, EINVAL for an unknown name or a
+ * bad value.  Names (and the environment variables read at start-up):
+ *   purge_delay_ms     FASTALLOC_PURGE_DELAY_MS   ms; 0 = at once, -1 = never
+ *   purge_madv_free    FASTALLOC_PURGE=free       1: MADV_FREE, 0: MADV_DONTNEED
+ *   hugepages          FASTALLOC_HUGEPAGES        1: MADV_HUGEPAGE on the heap
+ *   background         FASTALLOC_BACKGROUND       1: a thread does the timed work
+ *   limit              FASTALLOC_LIMIT            bytes (K, M, G suffixes in env)
+ *   thread_cache_bytes FASTALLOC_THREAD_CACHE_BYTES  one thread's cache
+ *   thread_cache_max   FASTALLOC_THREAD_CACHE_MAX    all thread caches together */
+FA_API int fa_option_set(const char *name, long long value);
+FA_API int fa_option_get(const char *name, long long *value);
+
+typedef struct fa_stats_t {
+    size_t mapped;        /* bytes mapped from the OS */
+    size_t in_spans;      /* in spans cut into small blocks */
+    size_t large;         /* in large blocks */
+    size_t free;          /* in free spans (purged or not) */
+    size_t dirty;         /* in free spans not purged yet (resident) */
+    size_t purged_total;  /* bytes purged so far */
+    unsigned long long purges; /* madvise calls */
+    size_t thread_caches; /* free blocks held by thread caches */
+    size_t thread_caches_claimed; /* what they may hold together now */
+    size_t thread_caches_bound;   /* thread_cache_max */
+    unsigned threads;     /* threads with a cache */
+    size_t central;       /* free blocks held by the central caches */
+    size_t metadata;      /* bytes mapped for the allocator's own records */
+    size_t limit;
+    long purge_delay_ms;
+} fa_stats_t;
+
+FA_API void fa_stats(fa_stats_t *out);
+
+/* ------------------------------------------------------------------------
  * Object pool: fixed-size objects created and destroyed at high rates
  * (connections, requests, tree nodes).  Each thread gets and puts through a
  * local pool of its own; full free lists move whole to one of several global

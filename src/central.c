@@ -20,6 +20,7 @@ struct batch {
 struct central {
     fa__lock_t lock;
     unsigned nslots, max_slots;
+    unsigned slot_low;        /* fewest batches kept since the last drain */
     struct fa__span nonempty; /* sentinel of spans with free blocks */
     size_t free_objs;         /* in slots and in spans' free lists */
     struct batch slots[MAX_SLOTS];
@@ -119,6 +120,8 @@ unsigned fa__central_fetch(unsigned cls, void **head, unsigned n)
     fa__lock(&cc->lock);
     if (cc->nslots > 0 && n >= fa__classes[cls].batch) {
         *head = cc->slots[--cc->nslots].head;
+        if (cc->nslots < cc->slot_low)
+            cc->slot_low = cc->nslots;
         n = fa__classes[cls].batch;
         cc->free_objs -= n;
         fa__unlock(&cc->lock);
@@ -129,16 +132,9 @@ unsigned fa__central_fetch(unsigned cls, void **head, unsigned n)
     return got;
 }
 
-void fa__central_release(unsigned cls, void *head, unsigned n)
+/* Return n blocks to their spans (class lock held). */
+static void to_spans(struct central *cc, unsigned cls, void *head, unsigned n)
 {
-    struct central *cc = &central[cls];
-    fa__lock(&cc->lock);
-    cc->free_objs += n;
-    if (n == fa__classes[cls].batch && cc->nslots < cc->max_slots) {
-        cc->slots[cc->nslots++].head = head;
-        fa__unlock(&cc->lock);
-        return;
-    }
     const uint32_t objs = fa__classes[cls].objs;
     void *o = head;
     for (unsigned i = 0; i < n; i++) {
@@ -158,7 +154,39 @@ void fa__central_release(unsigned cls, void *head, unsigned n)
         }
         o = next;
     }
+}
+
+void fa__central_release(unsigned cls, void *head, unsigned n, bool spans)
+{
+    struct central *cc = &central[cls];
+    fa__lock(&cc->lock);
+    cc->free_objs += n;
+    if (!spans && n == fa__classes[cls].batch && cc->nslots < cc->max_slots) {
+        cc->slots[cc->nslots++].head = head;
+        fa__unlock(&cc->lock);
+        return;
+    }
+    to_spans(cc, cls, head, n);
     fa__unlock(&cc->lock);
+}
+
+void fa__central_drain(bool idle_only)
+{
+    for (unsigned c = 1; c < FA_NUM_CLASSES; c++) {
+        struct central *cc = &central[c];
+        if (__atomic_load_n(&cc->nslots, __ATOMIC_RELAXED) == 0)
+            continue;
+        fa__lock(&cc->lock);
+        unsigned n = idle_only ? cc->slot_low : cc->nslots;
+        /* The oldest batches sit at the bottom of the stack. */
+        for (unsigned i = 0; i < n; i++)
+            to_spans(cc, c, cc->slots[i].head, fa__classes[c].batch);
+        for (unsigned i = n; i < cc->nslots; i++)
+            cc->slots[i - n] = cc->slots[i];
+        cc->nslots -= n;
+        cc->slot_low = cc->nslots;
+        fa__unlock(&cc->lock);
+    }
 }
 
 size_t fa__central_free_bytes(void)

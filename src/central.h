@@ -12,8 +12,13 @@ void fa__central_init(void) FA_HIDDEN;
  * means the OS has no more memory. */
 unsigned fa__central_fetch(unsigned cls, void **head, unsigned n) FA_HIDDEN;
 
-/* Give back a list of n blocks of class cls (NULL-terminated). */
-void fa__central_release(unsigned cls, void *head, unsigned n) FA_HIDDEN;
+/* Give back a list of n blocks of class cls (NULL-terminated).  A whole
+ * batch is kept as it is for the next fetch unless to_spans is set. */
+void fa__central_release(unsigned cls, void *head, unsigned n, bool to_spans) FA_HIDDEN;
+
+/* Give the batches kept for fetches back to their spans: all of them, or
+ * (idle_only) those that no fetch needed since the last call. */
+void fa__central_drain(bool idle_only) FA_HIDDEN;
 
 /* Bytes of free blocks held by the central caches. */
 size_t fa__central_free_bytes(void) FA_HIDDEN;

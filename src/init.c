@@ -16,12 +16,17 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 int fa__initialized;
 struct fa__options fa__opt = {
     .thread_cache_bytes = (size_t)2 << 20,
+    .thread_cache_max = (size_t)64 << 20,
+    .purge_delay_ms = 1000,
 };
+
+void fa__decay_after_fork_child(void) FA_HIDDEN;
 
 static fa__lock_t init_lock = FA_LOCK_INIT;
 static int atfork_registered;
@@ -59,6 +64,12 @@ static void fork_release(void)
     fa__tc_unlock_registry();
 }
 
+static void fork_child(void)
+{
+    fork_release();
+    fa__decay_after_fork_child();
+}
+
 static size_t parse_size(const char *s, size_t dflt)
 {
     if (s == NULL || *s == '\0')
@@ -78,12 +89,33 @@ static size_t parse_size(const char *s, size_t dflt)
     return (size_t)v;
 }
 
+static long parse_long(const char *s, long dflt)
+{
+    if (s == NULL || *s == '\0')
+        return dflt;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end != '\0' || v < -1) {
+        fa__diag("fastalloc: ignoring malformed number '%s'", s);
+        return dflt;
+    }
+    return v;
+}
+
 void fa__global_init(void)
 {
     fa__lock(&init_lock);
     if (!fa__initialized) {
         fa__opt.thread_cache_bytes =
             parse_size(getenv("FASTALLOC_THREAD_CACHE_BYTES"), fa__opt.thread_cache_bytes);
+        fa__opt.thread_cache_max =
+            parse_size(getenv("FASTALLOC_THREAD_CACHE_MAX"), fa__opt.thread_cache_max);
+        fa__opt.limit = parse_size(getenv("FASTALLOC_LIMIT"), 0);
+        fa__opt.purge_delay_ms = parse_long(getenv("FASTALLOC_PURGE_DELAY_MS"), fa__opt.purge_delay_ms);
+        fa__opt.hugepages = parse_long(getenv("FASTALLOC_HUGEPAGES"), 0) == 1;
+        fa__opt.background = parse_long(getenv("FASTALLOC_BACKGROUND"), 0) == 1;
+        const char *pm = getenv("FASTALLOC_PURGE");
+        fa__opt.purge_madv_free = pm != NULL && strcmp(pm, "free") == 0;
         fa__sizeclass_init();
         fa__ph_init();
         fa__central_init();
@@ -93,7 +125,7 @@ void fa__global_init(void)
     fa__unlock(&init_lock);
     /* pthread_atfork may allocate, so it runs after the allocator is ready. */
     if (__atomic_exchange_n(&atfork_registered, 1, __ATOMIC_ACQ_REL) == 0)
-        pthread_atfork(fork_prepare, fork_release, fork_release);
+        pthread_atfork(fork_prepare, fork_release, fork_child);
 }
 
 static void vdiag(const char *fmt, va_list ap)

@@ -86,6 +86,12 @@ FA_INLINE void fa__ensure_init(void)
 /* Options read once from the environment at initialisation. */
 struct fa__options {
     size_t thread_cache_bytes; /* cap on what one thread cache may hold */
+    size_t thread_cache_max;   /* cap on all thread caches together */
+    long purge_delay_ms;       /* free pages go back after this; 0 now, -1 never */
+    bool purge_madv_free;      /* purge with MADV_FREE instead of MADV_DONTNEED */
+    bool hugepages;            /* ask for transparent huge pages */
+    int background;            /* 1: a thread does the timed work */
+    size_t limit;              /* bytes in use or resident; 0 = none */
 };
 extern struct fa__options fa__opt FA_HIDDEN;
 

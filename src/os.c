@@ -49,9 +49,29 @@ void fa__os_unmap(void *p, size_t size)
     errno = saved;
 }
 
-void fa__os_release(void *p, size_t size)
+void fa__os_release(void *p, size_t size, bool lazy)
 {
     int saved = errno;
+#ifdef MADV_FREE
+    if (lazy && madvise(p, size, MADV_FREE) == 0) {
+        errno = saved;
+        return;
+    }
+#else
+    (void)lazy;
+#endif
     madvise(p, size, MADV_DONTNEED);
+    errno = saved;
+}
+
+void fa__os_hugepage(void *p, size_t size)
+{
+    int saved = errno;
+#ifdef MADV_HUGEPAGE
+    madvise(p, size, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)size;
+#endif
     errno = saved;
 }

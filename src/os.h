@@ -8,8 +8,12 @@
  * or 0 for the OS page).  NULL when the OS refuses. */
 void *fa__os_map(size_t size, size_t align) FA_HIDDEN;
 void fa__os_unmap(void *p, size_t size) FA_HIDDEN;
-/* Give the physical pages back; the range stays mapped and reads as zero. */
-void fa__os_release(void *p, size_t size) FA_HIDDEN;
+/* Give the physical pages back; the range stays mapped.  With lazy set
+ * (MADV_FREE) the kernel takes them only under memory pressure and they do
+ * not read as zero; otherwise (MADV_DONTNEED) they go now and read as zero. */
+void fa__os_release(void *p, size_t size, bool lazy) FA_HIDDEN;
+/* Ask for transparent huge pages on an aligned range. */
+void fa__os_hugepage(void *p, size_t size) FA_HIDDEN;
 
 /* Number of mmap calls made, for tests of mapping churn. */
 extern size_t fa__os_map_calls FA_HIDDEN;

@@ -10,10 +10,21 @@
 #include "meta.h"
 #include "os.h"
 
+#include <errno.h>
+#include <time.h>
+
 #define EXACT_LISTS 128 /* free spans of 1..128 pages have a list each */
 #define GROW_MIN ((size_t)4 << 20)
 #define GROW_MAX ((size_t)64 << 20)
 #define GROW_ALIGN ((size_t)2 << 20) /* huge-page boundaries */
+#define HUGE_PAGE ((size_t)2 << 20)
+/* Dirty free memory kept without purging, however little is in use: a
+ * program that frees and reallocates a few megabytes should not pay for page
+ * faults each time. */
+#define DIRTY_FLOOR ((size_t)32 << 20)
+/* Above the floor, dirty memory may be at most 1/8 of what is in use. */
+#define DIRTY_RATIO_SHIFT 3
+#define PURGE_SCAN_MAX 256 /* spans looked at by one timed purge */
 
 fa__lock_t fa__ph_lock = FA_LOCK_INIT;
 
@@ -22,8 +33,40 @@ static struct {
     struct fa__span big;                    /* sentinel: spans > EXACT_LISTS */
     struct fa__span *spare;                 /* recycled span records */
     size_t grow_next;
+    struct fa__span dirty;                  /* sentinel: dirty spans, oldest first */
+    uint64_t last_decay_ms;
     struct fa__ph_stats st;
 } ph;
+
+uint64_t fa__now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void dirty_push(struct fa__span *s)
+{
+    s->dnext = &ph.dirty;
+    s->dprev = ph.dirty.dprev;
+    ph.dirty.dprev->dnext = s;
+    ph.dirty.dprev = s;
+    ph.st.dirty_bytes += s->npages * FA_PAGE_SIZE;
+}
+
+static void dirty_del(struct fa__span *s)
+{
+    s->dprev->dnext = s->dnext;
+    s->dnext->dprev = s->dprev;
+    s->dnext = s->dprev = NULL;
+    ph.st.dirty_bytes -= s->npages * FA_PAGE_SIZE;
+}
+
+/* Bytes that count against the memory limit: in use, or free but resident. */
+static size_t committed(void)
+{
+    return ph.st.small_bytes + ph.st.large_bytes + ph.st.dirty_bytes;
+}
 
 static void list_init(struct fa__span *h) { h->next = h->prev = h; }
 
@@ -47,6 +90,7 @@ void fa__ph_init(void)
     for (size_t i = 0; i <= EXACT_LISTS; i++)
         list_init(&ph.exact[i]);
     list_init(&ph.big);
+    ph.dirty.dnext = ph.dirty.dprev = &ph.dirty;
     ph.grow_next = GROW_MIN;
 }
 
@@ -84,12 +128,28 @@ static void insert_free(struct fa__span *s)
     fa__pm_set_one(s->start + (s->npages - 1) * FA_PAGE_SIZE, s, 0);
     list_push(list_for(s->npages), s);
     ph.st.free_bytes += s->npages * FA_PAGE_SIZE;
+    if (s->dirty)
+        dirty_push(s);
 }
 
 static void remove_free(struct fa__span *s)
 {
     list_del(s);
     ph.st.free_bytes -= s->npages * FA_PAGE_SIZE;
+    if (s->dirty)
+        dirty_del(s);
+}
+
+/* A merged span is dirty if any part was, and as young as its youngest
+ * dirty part. */
+static void absorb(struct fa__span *s, const struct fa__span *part)
+{
+    s->zeroed &= part->zeroed;
+    if (part->dirty) {
+        if (!s->dirty || part->free_since > s->free_since)
+            s->free_since = part->free_since;
+        s->dirty = 1;
+    }
 }
 
 static struct fa__span *free_neighbour(uintptr_t page_addr)
@@ -112,14 +172,14 @@ static void coalesce_insert(struct fa__span *s)
         remove_free(l);
         s->start = l->start;
         s->npages += l->npages;
-        s->zeroed &= l->zeroed;
+        absorb(s, l);
         span_delete(l);
     }
     struct fa__span *r = free_neighbour(s->start + s->npages * FA_PAGE_SIZE);
     if (r != NULL) {
         remove_free(r);
         s->npages += r->npages;
-        s->zeroed &= r->zeroed;
+        absorb(s, r);
         span_delete(r);
     }
     insert_free(s);
@@ -145,6 +205,8 @@ static bool grow(size_t npages)
     if (ph.grow_next < GROW_MAX)
         ph.grow_next *= 2;
     ph.st.mapped_bytes += size;
+    if (fa__opt.hugepages)
+        fa__os_hugepage(p, size);
     s->start = (uintptr_t)p;
     s->npages = size / FA_PAGE_SIZE;
     s->zeroed = 1;
@@ -182,6 +244,8 @@ static bool split_tail(struct fa__span *s, size_t npages)
     t->start = s->start + npages * FA_PAGE_SIZE;
     t->npages = s->npages - npages;
     t->zeroed = s->zeroed;
+    t->dirty = s->dirty;
+    t->free_since = s->free_since;
     s->npages = npages;
     insert_free(t);
     return true;
@@ -192,6 +256,7 @@ static void mark_used(struct fa__span *s, unsigned state, unsigned cls)
     s->state = (uint8_t)state;
     s->cls = (uint8_t)cls;
     s->next = s->prev = NULL;
+    s->dirty = 0;
     fa__pm_set(s->start, s->npages, s, cls);
     if (state == FA_SPAN_LARGE)
         ph.st.large_bytes += s->npages * FA_PAGE_SIZE;
@@ -199,14 +264,105 @@ static void mark_used(struct fa__span *s, unsigned state, unsigned cls)
         ph.st.small_bytes += s->npages * FA_PAGE_SIZE;
 }
 
+/* Give a dirty free span's pages back to the OS.  With huge pages on, only
+ * whole 2 MiB pages inside the span go, so no huge page is split. */
+static size_t purge_span(struct fa__span *s)
+{
+    dirty_del(s);
+    s->dirty = 0;
+    uintptr_t a = s->start, e = s->start + s->npages * FA_PAGE_SIZE;
+    if (fa__opt.hugepages) {
+        uintptr_t ha = (a + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+        uintptr_t he = e & ~(uintptr_t)(HUGE_PAGE - 1);
+        if (ha != a || he != e)
+            s->zeroed = 0;
+        if (ha >= he)
+            return 0;
+        a = ha;
+        e = he;
+    }
+    fa__os_release((void *)a, e - a, fa__opt.purge_madv_free);
+    if (!fa__opt.purge_madv_free && a == s->start)
+        s->zeroed = (e == s->start + s->npages * FA_PAGE_SIZE);
+    ph.st.purged_bytes += e - a;
+    ph.st.purges++;
+    return e - a;
+}
+
+static size_t purge_all_locked(void)
+{
+    size_t n = 0;
+    while (ph.dirty.dnext != &ph.dirty)
+        n += purge_span(ph.dirty.dnext);
+    return n;
+}
+
+/* Spans free for at least the delay go back to the OS. */
+static size_t purge_aged_locked(uint64_t now)
+{
+    size_t n = 0;
+    uint64_t delay = (uint64_t)fa__opt.purge_delay_ms;
+    struct fa__span *s = ph.dirty.dnext;
+    for (int i = 0; s != &ph.dirty && i < PURGE_SCAN_MAX; i++) {
+        struct fa__span *next = s->dnext;
+        if (now - s->free_since >= delay)
+            n += purge_span(s);
+        s = next;
+    }
+    ph.last_decay_ms = now;
+    return n;
+}
+
+/* After a free: keep dirty memory within the floor or 1/8 of what is in use,
+ * oldest first, so a program whose use falls from a peak gives the memory
+ * back at once, without waiting for a timer or another call. */
+static void purge_over_ratio_locked(void)
+{
+    size_t used = ph.st.small_bytes + ph.st.large_bytes;
+    size_t cap = used >> DIRTY_RATIO_SHIFT;
+    if (cap < DIRTY_FLOOR)
+        cap = DIRTY_FLOOR;
+    while (ph.st.dirty_bytes > cap && ph.dirty.dnext != &ph.dirty)
+        purge_span(ph.dirty.dnext);
+}
+
+/* The timed part of decay, amortized on page-heap calls. */
+static void decay_tick_locked(void)
+{
+    if (fa__opt.purge_delay_ms <= 0 || ph.dirty.dnext == &ph.dirty)
+        return;
+    uint64_t now = fa__now_ms();
+    uint64_t tick = (uint64_t)fa__opt.purge_delay_ms / 4 + 1;
+    if (now - ph.last_decay_ms >= tick)
+        purge_aged_locked(now);
+}
+
+size_t fa__ph_purge(bool force)
+{
+    fa__lock(&fa__ph_lock);
+    size_t n = force ? purge_all_locked() : purge_aged_locked(fa__now_ms());
+    fa__unlock(&fa__ph_lock);
+    return n;
+}
+
+/* Would taking npages pages out of span s break the memory limit? */
+static bool over_limit(const struct fa__span *s, size_t npages)
+{
+    if (fa__opt.limit == 0)
+        return false;
+    size_t add = s->dirty ? 0 : npages * FA_PAGE_SIZE;
+    return committed() + add > fa__opt.limit;
+}
+
 struct fa__span *fa__ph_alloc(size_t npages, size_t align_pages, unsigned state, unsigned cls)
 {
     if (align_pages == 0)
         align_pages = 1;
     size_t need = npages + align_pages - 1;
-    if (need < npages || need > (SIZE_MAX >> FA_PAGE_SHIFT))
+    if (need < npages || need > UINT32_MAX)
         return NULL;
     fa__lock(&fa__ph_lock);
+    decay_tick_locked();
     struct fa__span *s = find_free(need);
     if (s == NULL) {
         if (!grow(need)) {
@@ -214,6 +370,17 @@ struct fa__span *fa__ph_alloc(size_t npages, size_t align_pages, unsigned state,
             return NULL;
         }
         s = find_free(need);
+    }
+    if (FA_UNLIKELY(over_limit(s, need))) {
+        /* Purging first may bring the resident total back under the limit;
+         * the span found may itself have been purged, so look again. */
+        purge_all_locked();
+        s = find_free(need);
+        if (over_limit(s, need)) {
+            fa__unlock(&fa__ph_lock);
+            errno = ENOMEM;
+            return NULL;
+        }
     }
     remove_free(s);
     if (align_pages > 1) {
@@ -229,6 +396,8 @@ struct fa__span *fa__ph_alloc(size_t npages, size_t align_pages, unsigned state,
             head->start = s->start;
             head->npages = (a - s->start) / FA_PAGE_SIZE;
             head->zeroed = s->zeroed;
+            head->dirty = s->dirty;
+            head->free_since = s->free_since;
             s->start = a;
             s->npages -= head->npages;
             /* The head's left neighbour is not free (s was free and spans
@@ -262,10 +431,19 @@ void fa__ph_free(struct fa__span *s)
         fa__pm_set_one(s->start, s, 0);
     s->state = FA_SPAN_FREE;
     s->zeroed = 0;
-    s->freelist = NULL;
     s->used = 0;
     s->listed = 0;
+    s->dirty = 1;
+    s->free_since = fa__now_ms();
     coalesce_insert(s);
+    if (fa__opt.purge_delay_ms == 0) {
+        /* s is now the merged span, neighbours included. */
+        if (s->dirty)
+            purge_span(s);
+    } else if (fa__opt.purge_delay_ms > 0) {
+        purge_over_ratio_locked();
+        decay_tick_locked();
+    }
     fa__unlock(&fa__ph_lock);
 }
 
@@ -280,6 +458,8 @@ bool fa__ph_resize(struct fa__span *s, size_t npages)
         if (t != NULL) {
             t->start = s->start + npages * FA_PAGE_SIZE;
             t->npages = s->npages - npages;
+            t->dirty = 1;
+            t->free_since = fa__now_ms();
             ph.st.large_bytes -= t->npages * FA_PAGE_SIZE;
             s->npages = npages;
             fa__pm_set(t->start, t->npages, t, 0);
@@ -290,7 +470,7 @@ bool fa__ph_resize(struct fa__span *s, size_t npages)
         uintptr_t end = s->start + s->npages * FA_PAGE_SIZE;
         struct fa__span *r = free_neighbour(end);
         size_t extra = npages - s->npages;
-        if (r != NULL && r->start == end && r->npages >= extra) {
+        if (r != NULL && r->start == end && r->npages >= extra && !over_limit(r, extra)) {
             remove_free(r);
             if (r->npages > extra) {
                 r->start += extra * FA_PAGE_SIZE;
@@ -315,3 +495,4 @@ void fa__ph_get_stats(struct fa__ph_stats *st)
     *st = ph.st;
     fa__unlock(&fa__ph_lock);
 }
+_Static_assert(sizeof(struct fa__span) == 64, "a span record is one cache line");

@@ -9,18 +9,29 @@ enum { FA_SPAN_FREE = 0, FA_SPAN_SMALL = 1, FA_SPAN_LARGE = 2 };
 
 struct fa__span {
     uintptr_t start;  /* first byte, page aligned */
-    size_t npages;
     struct fa__span *next, *prev; /* in a page-heap free list or a central list */
-    /* Small spans only: blocks given back, and the never-used tail that is cut
-     * into blocks lazily so that a new span touches no page it does not hand
-     * out. */
-    void *freelist;
-    uintptr_t bump, limit;
-    uint32_t used;    /* blocks out of the span (in thread caches or live) */
+    uint32_t npages;
+    uint32_t used;    /* small spans: blocks out (in thread caches or live) */
     uint8_t state;    /* FA_SPAN_* */
     uint8_t cls;
-    uint8_t zeroed;   /* every byte is known to be zero (fresh from the OS) */
+    uint8_t zeroed;   /* every byte is known to be zero (fresh or purged) */
     uint8_t listed;   /* on a central cache's list of spans with free blocks */
+    uint8_t dirty;    /* free, with pages that may be resident: to purge */
+    /* A span is either in use or free, never both: the fields of each state
+     * share memory, which keeps the record at one cache line. */
+    union {
+        struct { /* small spans in use */
+            /* Blocks given back, and the never-used tail that is cut into
+             * blocks lazily so that a new span touches no page it does not
+             * hand out. */
+            void *freelist;
+            uintptr_t bump, limit;
+        };
+        struct { /* dirty free spans */
+            uint64_t free_since;            /* ms */
+            struct fa__span *dnext, *dprev; /* list of dirty free spans */
+        };
+    };
 };
 
 void fa__ph_init(void) FA_HIDDEN;
@@ -40,10 +51,20 @@ bool fa__ph_resize(struct fa__span *s, size_t npages) FA_HIDDEN;
 struct fa__ph_stats {
     size_t mapped_bytes; /* taken from the OS */
     size_t free_bytes;   /* in free spans */
+    size_t dirty_bytes;  /* in free spans not purged yet */
+    size_t purged_bytes; /* given back to the OS so far, in total */
+    uint64_t purges;     /* madvise calls */
     size_t large_bytes;  /* in use by large blocks */
     size_t small_bytes;  /* in spans cut into small blocks */
 };
 void fa__ph_get_stats(struct fa__ph_stats *st) FA_HIDDEN;
+
+/* Purge free spans that have been free for the purge delay (all of them when
+ * force is set).  Takes the lock; returns bytes purged. */
+size_t fa__ph_purge(bool force) FA_HIDDEN;
+
+/* Milliseconds on a coarse monotonic clock (a vDSO read, no syscall). */
+uint64_t fa__now_ms(void) FA_HIDDEN;
 
 extern fa__lock_t fa__ph_lock FA_HIDDEN;
 

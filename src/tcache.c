@@ -6,6 +6,7 @@
 #include "meta.h"
 #include "pagemap.h"
 
+#include <errno.h>
 #include <pthread.h>
 
 void fa__free_other(void *p) FA_HIDDEN; /* api.c: large and foreign blocks */
@@ -23,6 +24,11 @@ static fa__lock_t registry_lock = FA_LOCK_INIT;
 static struct fa__tcache registry = {.next = &registry, .prev = &registry};
 static struct fa__tcache *spare_caches;
 static pthread_key_t exit_key;
+static size_t claimed;        /* sum of live caches' max_bytes */
+static unsigned live_caches;
+unsigned fa__scavenge_epoch;
+
+void fa__decay_maybe(void) FA_HIDDEN; /* decay.c */
 
 static void thread_exit(void *arg);
 
@@ -45,6 +51,8 @@ static struct fa__tcache *cache_new(void)
     }
     __builtin_memset(tc, 0, sizeof *tc);
     tc->kind = FA_TC_REAL;
+    tc->epoch = __atomic_load_n(&fa__scavenge_epoch, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&live_caches, 1, __ATOMIC_RELAXED);
     /* Class 0 is "not a small block": its free always takes the slow path. */
     tc->avail[0] = FA_AVAIL_NEVER;
     fa__lock(&registry_lock);
@@ -81,23 +89,113 @@ static unsigned list_len(const struct fa__tcache *tc, unsigned cls)
     return tc->maxlen[cls] - (uint32_t)tc->avail[cls];
 }
 
-/* Raise a list's bound by delta blocks if the cache's byte budget allows. */
+/* What one cache may hold: its own cap, and its share of the global bound
+ * among the threads alive now. */
+static size_t share(void)
+{
+    unsigned n = __atomic_load_n(&live_caches, __ATOMIC_RELAXED);
+    size_t fair = fa__opt.thread_cache_max / (n ? n : 1);
+    return fair < fa__opt.thread_cache_bytes ? fair : fa__opt.thread_cache_bytes;
+}
+
+/* Claim bytes on the global bound; false if that would pass it. */
+static bool claim(struct fa__tcache *tc, size_t bytes)
+{
+    if (__atomic_add_fetch(&claimed, bytes, __ATOMIC_RELAXED) > fa__opt.thread_cache_max) {
+        __atomic_sub_fetch(&claimed, bytes, __ATOMIC_RELAXED);
+        return false;
+    }
+    tc->max_bytes += bytes;
+    return true;
+}
+
+static void unclaim(struct fa__tcache *tc, size_t bytes)
+{
+    tc->max_bytes -= bytes;
+    __atomic_sub_fetch(&claimed, bytes, __ATOMIC_RELAXED);
+}
+
+/* Raise a list's bound by delta blocks if the budgets allow. */
 static void grow_list(struct fa__tcache *tc, unsigned cls, uint32_t delta)
 {
     const struct fa__class_info *ci = &fa__classes[cls];
     if (tc->maxlen[cls] + delta > ci->max_list)
         delta = ci->max_list - tc->maxlen[cls];
-    if (delta == 0)
-        return;
-    /* The first batch of every class is always allowed, so that a thread
-     * whose budget is spent still moves blocks a batch at a time rather than
-     * one lock per call; the budget bounds what it caches beyond that. */
-    if (tc->maxlen[cls] + delta > ci->batch &&
-        tc->max_bytes + (size_t)delta * ci->size > fa__opt.thread_cache_bytes)
+    size_t bytes = (size_t)delta * ci->size;
+    if (delta == 0 || tc->max_bytes + bytes > share() || !claim(tc, bytes))
         return;
     tc->maxlen[cls] += delta;
     tc->avail[cls] += (int32_t)delta;
-    tc->max_bytes += (size_t)delta * ci->size;
+}
+
+/* Cut the first n blocks off a list and give them to the central cache
+ * (to their spans when to_spans is set, so that empty spans can go). */
+static void release(struct fa__tcache *tc, unsigned cls, unsigned n, bool to_spans)
+{
+    void *head = tc->heads[cls];
+    void *last = head;
+    for (unsigned i = 1; i < n; i++)
+        last = *(void **)last;
+    tc->heads[cls] = *(void **)last;
+    *(void **)last = NULL; /* a batch may be handed on whole from a slot */
+    tc->avail[cls] += (int32_t)n;
+    tc->releases++;
+    fa__central_release(cls, head, n, to_spans);
+}
+
+/* Shrink a list by n blocks and its bound with it, giving the budget back. */
+static void shrink_list(struct fa__tcache *tc, unsigned cls, unsigned n, bool to_spans)
+{
+    if (n == 0)
+        return;
+    release(tc, cls, n, to_spans);
+    tc->maxlen[cls] -= n;
+    tc->avail[cls] -= (int32_t)n;
+    unclaim(tc, (size_t)n * fa__classes[cls].size);
+}
+
+/* Lists untouched since the last scavenge lose half their blocks; a cache
+ * over its share of the global bound sheds its largest lists' halves. */
+static FA_NOINLINE void scavenge(struct fa__tcache *tc)
+{
+    tc->epoch = __atomic_load_n(&fa__scavenge_epoch, __ATOMIC_RELAXED);
+    for (unsigned c = 1; c < FA_NUM_CLASSES; c++) {
+        unsigned len = list_len(tc, c);
+        if (len > 0 && tc->heads[c] == tc->snap[c])
+            shrink_list(tc, c, (len + 1) / 2, true);
+    }
+    for (int guard = 0; tc->max_bytes > share() && guard < FA_NUM_CLASSES; guard++) {
+        unsigned big = 0;
+        size_t big_bytes = 0;
+        for (unsigned c = 1; c < FA_NUM_CLASSES; c++) {
+            size_t b = (size_t)tc->maxlen[c] * fa__classes[c].size;
+            if (b > big_bytes) {
+                big_bytes = b;
+                big = c;
+            }
+        }
+        if (big == 0)
+            break;
+        /* Empty the list if needed, then drop half its bound. */
+        unsigned len = list_len(tc, big);
+        unsigned cut = (tc->maxlen[big] + 1) / 2;
+        if (len > tc->maxlen[big] - cut)
+            release(tc, big, len - (tc->maxlen[big] - cut), true);
+        tc->maxlen[big] -= cut;
+        tc->avail[big] -= (int32_t)cut;
+        unclaim(tc, (size_t)cut * fa__classes[big].size);
+    }
+    for (unsigned c = 1; c < FA_NUM_CLASSES; c++)
+        tc->snap[c] = tc->heads[c];
+}
+
+/* Slow-path housekeeping: the timed decay work, and this cache's scavenge
+ * when the epoch moved. */
+static inline void housekeeping(struct fa__tcache *tc)
+{
+    fa__decay_maybe();
+    if (FA_UNLIKELY(tc->epoch != __atomic_load_n(&fa__scavenge_epoch, __ATOMIC_RELAXED)))
+        scavenge(tc);
 }
 
 void *fa__tc_alloc_slow(size_t size)
@@ -108,10 +206,13 @@ void *fa__tc_alloc_slow(size_t size)
     struct fa__tcache *tc = my_cache();
     void *head;
     if (FA_UNLIKELY(tc == NULL)) {
-        if (fa__central_fetch(cls, &head, 1) == 0)
+        if (fa__central_fetch(cls, &head, 1) == 0) {
+            errno = ENOMEM;
             return NULL;
+        }
         return head;
     }
+    housekeeping(tc);
     if (tc->heads[cls] != NULL) { /* a nested call refilled it */
         void *p = tc->heads[cls];
         tc->heads[cls] = *(void **)p;
@@ -131,34 +232,23 @@ void *fa__tc_alloc_slow(size_t size)
         want = tc->maxlen[cls] + 1; /* the byte budget is spent: stay within it */
     unsigned got = fa__central_fetch(cls, &head, want);
     tc->fetches++;
-    if (got == 0)
+    if (got == 0) {
+        errno = ENOMEM;
         return NULL;
+    }
     void *p = head;
     tc->heads[cls] = *(void **)p;
     /* The list was empty, so it now holds got - 1 blocks. */
     tc->avail[cls] -= (int32_t)(got - 1);
-    if (tc->avail[cls] < 0) { /* more than the bound: widen it to fit */
-        uint32_t over = (uint32_t)-tc->avail[cls];
-        tc->maxlen[cls] += over;
-        tc->max_bytes += (size_t)over * ci->size;
-        tc->avail[cls] = 0;
+    if (FA_UNLIKELY(tc->avail[cls] < 0)) {
+        /* More than the list may hold (the budget shrank meanwhile): the
+         * surplus goes straight back. */
+        unsigned over = (unsigned)-tc->avail[cls];
+        release(tc, cls, over, false);
     }
     return p;
 }
 
-/* Cut the first n blocks off a list and give them to the central cache. */
-static void release(struct fa__tcache *tc, unsigned cls, unsigned n)
-{
-    void *head = tc->heads[cls];
-    void *last = head;
-    for (unsigned i = 1; i < n; i++)
-        last = *(void **)last;
-    tc->heads[cls] = *(void **)last;
-    *(void **)last = NULL; /* a batch may be handed on whole from a slot */
-    tc->avail[cls] += (int32_t)n;
-    tc->releases++;
-    fa__central_release(cls, head, n);
-}
 
 void fa__tc_free_slow(void *p)
 {
@@ -174,11 +264,12 @@ void fa__tc_free_slow(void *p)
         tc = my_cache();
         if (tc == NULL) {
             *(void **)p = NULL;
-            fa__central_release(cls, p, 1);
+            fa__central_release(cls, p, 1, false);
             return;
         }
     } else {
         tc->avail[cls]++; /* undo the fast path's decrement */
+        housekeeping(tc);
     }
     if (tc->avail[cls] <= 0) {
         const struct fa__class_info *ci = &fa__classes[cls];
@@ -186,11 +277,11 @@ void fa__tc_free_slow(void *p)
             grow_list(tc, cls, 1);
         unsigned len = list_len(tc, cls);
         if (tc->avail[cls] <= 0 && len > 0)
-            release(tc, cls, len < ci->batch ? len : ci->batch);
+            release(tc, cls, len < ci->batch ? len : ci->batch, false);
     }
     if (tc->avail[cls] <= 0) { /* nothing could be released: go straight back */
         *(void **)p = NULL;
-        fa__central_release(cls, p, 1);
+        fa__central_release(cls, p, 1, false);
         return;
     }
     *(void **)p = tc->heads[cls];
@@ -198,13 +289,26 @@ void fa__tc_free_slow(void *p)
     tc->avail[cls]--;
 }
 
+/* Empty every list and give the whole budget back; blocks go to their
+ * spans, so spans that were only waiting for them can return to the page
+ * heap. */
 static void flush(struct fa__tcache *tc)
 {
     for (unsigned c = 1; c < FA_NUM_CLASSES; c++) {
         unsigned len = list_len(tc, c);
         if (len > 0)
-            release(tc, c, len);
+            release(tc, c, len, true);
+        tc->avail[c] -= (int32_t)tc->maxlen[c];
+        tc->maxlen[c] = 0;
     }
+    unclaim(tc, tc->max_bytes);
+}
+
+void fa__tc_flush_mine(void)
+{
+    struct fa__tcache *tc = fa__tls_cache;
+    if (tc->kind == FA_TC_REAL)
+        flush(tc);
 }
 
 static void thread_exit(void *arg)
@@ -213,6 +317,7 @@ static void thread_exit(void *arg)
     /* Later destructors may still allocate: they go to the central cache. */
     fa__tls_cache = &tc_dead;
     flush(tc);
+    __atomic_sub_fetch(&live_caches, 1, __ATOMIC_RELAXED);
     fa__lock(&registry_lock);
     tc->prev->next = tc->next;
     tc->next->prev = tc->prev;
@@ -230,6 +335,16 @@ size_t fa__tc_cached_bytes(void)
             total += (size_t)(tc->maxlen[c] - (uint32_t)tc->avail[c]) * fa__classes[c].size;
     fa__unlock(&registry_lock);
     return total;
+}
+
+size_t fa__tc_claimed_bytes(void)
+{
+    return __atomic_load_n(&claimed, __ATOMIC_RELAXED);
+}
+
+unsigned fa__tc_live_threads(void)
+{
+    return __atomic_load_n(&live_caches, __ATOMIC_RELAXED);
 }
 
 void fa__tc_lock_registry(void) { fa__lock(&registry_lock); }

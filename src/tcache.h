@@ -23,7 +23,10 @@ struct fa__tcache {
     void *heads[FA_NUM_CLASSES];
     /* --- slow paths only --- */
     uint32_t maxlen[FA_NUM_CLASSES];
-    size_t max_bytes;  /* sum of maxlen * size: bounds what the cache holds */
+    void *snap[FA_NUM_CLASSES]; /* heads at the last scavenge */
+    unsigned epoch;    /* scavenge epoch this cache last saw */
+    size_t max_bytes;  /* sum of maxlen * size: bounds what the cache holds,
+                          and is this cache's claim on the global bound */
     uint64_t fetches;  /* trips to the central cache, for statistics */
     uint64_t releases;
     struct fa__tcache *next, *prev; /* registry of live caches */
@@ -51,8 +54,18 @@ void fa__tc_free_slow(void *p) FA_HIDDEN;
 
 void fa__tc_init(void) FA_HIDDEN;
 
-/* Bytes held in all live thread caches (approximate while threads run). */
+/* Bytes held in all live thread caches (approximate while threads run), and
+ * what they may hold together (their claims on the global bound). */
 size_t fa__tc_cached_bytes(void) FA_HIDDEN;
+size_t fa__tc_claimed_bytes(void) FA_HIDDEN;
+unsigned fa__tc_live_threads(void) FA_HIDDEN;
+
+/* Give back everything the calling thread caches (fa_trim). */
+void fa__tc_flush_mine(void) FA_HIDDEN;
+
+/* Bumped by the decay tick: each thread scavenges its cache at its next
+ * slow path after a bump. */
+extern unsigned fa__scavenge_epoch FA_HIDDEN;
 
 /* For fork. */
 void fa__tc_lock_registry(void) FA_HIDDEN;

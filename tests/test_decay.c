@@ -1,0 +1,198 @@
+/* Memory that comes back, read from /proc/self/statm (never timed):
+ *   peak   1 GiB of small blocks over 4 threads, freed, threads gone, no
+ *          further call: RSS under 5% of the peak within 3 s (defaults);
+ *   trim   with automatic purging off, fa_trim() brings RSS under 10% of
+ *          the peak at once;
+ *   bound  1,000 threads alive together, each having allocated and freed
+ *          1 MiB in small blocks: their caches stay within the global bound;
+ *   churn  10,000 allocate/free pairs of 8 MiB make fewer than 10 mmaps.
+ * Run as `test_decay NAME`: each case in a fresh process, so that one case's
+ * peak does not hide another's. */
+#include <errno.h>
+#include <pthread.h>
+#include <sys/resource.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "check.h"
+#include "fastalloc.h"
+#include "os.h"
+#include "util.h"
+
+static size_t per_thread;
+static pthread_barrier_t all_live;
+
+static void *fill_and_free(void *arg)
+{
+    (void)arg;
+    /* Sizes 16..1024: the small classes, several spans each. */
+    size_t avg = 520, n = per_thread / avg;
+    void **v = fa_malloc(n * sizeof *v);
+    CHECK(v != NULL);
+    for (size_t i = 0; i < n; i++) {
+        size_t s = 16 + (i * 37) % 1009;
+        v[i] = fa_malloc(s);
+        CHECK(v[i] != NULL);
+        memset(v[i], (int)i, s);
+    }
+    /* All four threads hold their share at once: that is the peak. */
+    pthread_barrier_wait(&all_live);
+    for (size_t i = 0; i < n; i++) {
+        size_t s = 16 + (i * 37) % 1009;
+        CHECK(((unsigned char *)v[i])[s - 1] == (unsigned char)i);
+        fa_free(v[i]);
+    }
+    fa_free(v);
+    return NULL;
+}
+
+static size_t peak_phase(size_t total)
+{
+    per_thread = total / 4;
+    size_t before = rss_bytes();
+    CHECK(pthread_barrier_init(&all_live, NULL, 4) == 0);
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        CHECK(pthread_create(&t[i], NULL, fill_and_free, NULL) == 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    /* The peak: the process's highest RSS, which the blocks the threads
+     * wrote made. */
+    struct rusage ru;
+    CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
+    size_t peak = (size_t)ru.ru_maxrss * 1024;
+    CHECKF(peak >= total + before, "peak %zu for %zu", peak, total);
+    return peak;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static int case_peak(void)
+{
+    size_t total = FA_TEST_SLOW ? (256u << 20) : (1u << 30);
+    size_t peak = peak_phase(total);
+    /* Wait with no allocator call: the RSS read is two syscalls. */
+    size_t rss = 0;
+    for (int i = 0; i < 30; i++) {
+        rss = rss_bytes();
+        if (rss < peak / 20)
+            break;
+        sleep_ms(100);
+    }
+    printf("peak %zu MiB, RSS after %zu MiB\n", peak >> 20, rss >> 20);
+    CHECKF(rss < peak / 20, "RSS %zu MiB of a %zu MiB peak", rss >> 20, peak >> 20);
+    return check_done("test_decay peak");
+}
+
+static int case_trim(void)
+{
+    CHECK(fa_option_set("purge_delay_ms", -1) == 0);
+    long long v = 0;
+    CHECK(fa_option_get("purge_delay_ms", &v) == 0 && v == -1);
+    size_t total = FA_TEST_SLOW ? (128u << 20) : (512u << 20);
+    size_t peak = peak_phase(total);
+    size_t rss = rss_bytes();
+    /* Nothing purged by itself: the freed memory is still resident. */
+    CHECKF(rss > peak / 2, "RSS %zu MiB already below half of %zu MiB", rss >> 20, peak >> 20);
+    size_t purged = fa_trim();
+    rss = rss_bytes();
+    printf("peak %zu MiB, purged %zu MiB, RSS after trim %zu MiB\n", peak >> 20, purged >> 20, rss >> 20);
+    CHECK(purged > peak / 2);
+    CHECKF(rss < peak / 10, "RSS %zu MiB of a %zu MiB peak", rss >> 20, peak >> 20);
+    fa_stats_t st;
+    fa_stats(&st);
+    CHECK(st.dirty == 0);
+    /* The memory is still usable after a trim. */
+    void *p = fa_malloc(100);
+    memset(p, 1, 100);
+    fa_free(p);
+    return check_done("test_decay trim");
+}
+
+enum { NTHREADS = 1000 };
+static pthread_barrier_t done, go;
+
+static void *churn_1m(void *arg)
+{
+    (void)arg;
+    enum { N = 4096 }; /* 4096 x 256 B = 1 MiB */
+    void *v[N];
+    for (int i = 0; i < N; i++) {
+        v[i] = fa_malloc(64 + (size_t)(i % 4) * 64);
+        CHECK(v[i] != NULL);
+        memset(v[i], 3, 64);
+    }
+    for (int i = 0; i < N; i++)
+        fa_free(v[i]);
+    pthread_barrier_wait(&done);
+    pthread_barrier_wait(&go);
+    return NULL;
+}
+
+static int case_bound(void)
+{
+    long long bound = 0;
+    CHECK(fa_option_get("thread_cache_max", &bound) == 0);
+    CHECK(bound > 0);
+    CHECK(pthread_barrier_init(&done, NULL, NTHREADS + 1) == 0);
+    CHECK(pthread_barrier_init(&go, NULL, NTHREADS + 1) == 0);
+    static pthread_t t[NTHREADS];
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 128 << 10);
+    for (int i = 0; i < NTHREADS; i++)
+        CHECK(pthread_create(&t[i], &attr, churn_1m, NULL) == 0);
+    pthread_barrier_wait(&done);
+    fa_stats_t st;
+    fa_stats(&st);
+    printf("%u threads: caches hold %zu KiB, claim %zu KiB, bound %zu KiB\n", st.threads,
+           st.thread_caches >> 10, st.thread_caches_claimed >> 10, st.thread_caches_bound >> 10);
+    CHECK(st.threads >= NTHREADS);
+    CHECK(st.thread_caches_bound == (size_t)bound);
+    CHECK(st.thread_caches <= st.thread_caches_claimed);
+    CHECK(st.thread_caches_claimed <= (size_t)bound);
+    /* 1,000 full caches would be 1,000 MiB: the bound is what held. */
+    CHECK(st.thread_caches < (size_t)NTHREADS << 20);
+    pthread_barrier_wait(&go);
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(t[i], NULL);
+    fa_stats(&st);
+    CHECK(st.thread_caches_claimed == 0 || st.threads <= 1);
+    return check_done("test_decay bound");
+}
+
+static int case_churn(void)
+{
+    size_t before = fa__os_map_calls;
+    for (int i = 0; i < 10000; i++) {
+        char *p = fa_malloc(8u << 20);
+        CHECK(p != NULL);
+        p[0] = 1;
+        p[(8u << 20) - 1] = 2;
+        fa_free(p);
+    }
+    size_t calls = fa__os_map_calls - before;
+    printf("10000 x 8 MiB: %zu mmap calls\n", calls);
+    CHECK(calls < 10);
+    return check_done("test_decay churn");
+}
+
+int main(int argc, char **argv)
+{
+    const char *c = argc > 1 ? argv[1] : "";
+    if (strcmp(c, "peak") == 0)
+        return case_peak();
+    if (strcmp(c, "trim") == 0)
+        return case_trim();
+    if (strcmp(c, "bound") == 0)
+        return case_bound();
+    if (strcmp(c, "churn") == 0)
+        return case_churn();
+    fprintf(stderr, "usage: test_decay peak|trim|bound|churn\n");
+    return 2;
+}
