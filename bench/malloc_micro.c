@@ -26,8 +26,9 @@
  *                                                    per pair, in ns)
  *   ops_per_s   = total_ops / elapsed_s             (pairs per second, all
  *                                                    threads together)
- * elapsed_s is the CLOCK_MONOTONIC wall time of the timed phase; the window
- * fill, the warm-up and the final drain are not timed.
+ * elapsed_s is the CLOCK_MONOTONIC wall time of the timed phase, from the
+ * first thread's start to the last thread's end (each thread reads the clock
+ * itself); the window fill, the warm-up and the final drain are not timed.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -88,6 +89,7 @@ struct worker {
     struct slot *ring; /* mmap'd: the harness's own memory stays out of the allocator */
     size_t ring_bytes;
     long ring_pos;
+    double t_start, t_end; /* this thread's timed phase */
 } __attribute__((aligned(128)));
 
 #define MAX_THREADS 1024
@@ -296,8 +298,12 @@ static void *worker_main(void *arg)
     struct worker *w = arg;
     worker_setup(w);
     pthread_barrier_wait(&start_barrier); /* all set up: go */
+    /* Each thread reads the clock itself: with more threads than CPUs, the
+     * main thread may only run again after some threads are done. */
+    w->t_start = now_s();
     run_pairs(w, cfg.ops);
-    pthread_barrier_wait(&start_barrier); /* all done: stop the clock */
+    w->t_end = now_s();
+    pthread_barrier_wait(&start_barrier); /* all done */
     worker_drain(w);
     return NULL;
 }
@@ -491,11 +497,18 @@ int main(int argc, char **argv)
                 die(3, "pthread_create failed: %s", strerror(e));
         }
         pthread_barrier_wait(&start_barrier);
-        t0 = now_s();
         pthread_barrier_wait(&start_barrier);
-        t1 = now_s();
         for (int i = 0; i < cfg.threads; i++)
             pthread_join(ws[i].th, NULL);
+        /* from the first thread's start to the last thread's end */
+        t0 = ws[0].t_start;
+        t1 = ws[0].t_end;
+        for (int i = 1; i < cfg.threads; i++) {
+            if (ws[i].t_start < t0)
+                t0 = ws[i].t_start;
+            if (ws[i].t_end > t1)
+                t1 = ws[i].t_end;
+        }
         pthread_barrier_destroy(&start_barrier);
     }
     free(size_seq);
