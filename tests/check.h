@@ -1,0 +1,54 @@
+/* Tiny assertion helpers shared by the fastalloc tests.
+ *
+ *   CHECK(cond)                 fail with file:line and the expression
+ *   CHECKF(cond, fmt, ...)      same, plus a printf-style explanation
+ *   check_done(name)            print "name: N checks passed", return 0
+ *
+ * A failed check prints to stderr and ends the process with status 1 at once
+ * (_exit, so that other threads and atexit handlers cannot hide or delay the
+ * failure; stdio is flushed first).  The counter is atomic: checks may run in
+ * any thread. */
+#ifndef FA_TEST_CHECK_H
+#define FA_TEST_CHECK_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+
+static unsigned long check_count_;
+
+__attribute__((noreturn, format(printf, 4, 5), cold, noinline, unused))
+static void check_fail_(const char *file, int line, const char *expr, const char *fmt, ...)
+{
+    fflush(stdout);
+    fprintf(stderr, "%s:%d: CHECK failed: %s", file, line, expr);
+    if (fmt != NULL && fmt[0] != '\0') {
+        va_list ap;
+        va_start(ap, fmt);
+        fputs(" -- ", stderr);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+    }
+    fputc('\n', stderr);
+    fflush(stderr);
+    _exit(1);
+}
+
+#define CHECKF(cond, ...)                                                                 \
+    do {                                                                                  \
+        if (__builtin_expect(!(cond), 0))                                                 \
+            check_fail_(__FILE__, __LINE__, #cond, __VA_ARGS__);                          \
+        __atomic_fetch_add(&check_count_, 1, __ATOMIC_RELAXED);                           \
+    } while (0)
+
+#define CHECK(cond) CHECKF(cond, "%s", "")
+
+/* Print the summary line; use as `return check_done("test_x");`. */
+__attribute__((unused)) static int check_done(const char *name)
+{
+    printf("%s: %lu checks passed\n", name, __atomic_load_n(&check_count_, __ATOMIC_RELAXED));
+    fflush(stdout);
+    return 0;
+}
+
+#endif

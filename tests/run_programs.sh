@@ -1,0 +1,289 @@
+#!/bin/sh
+# Real programs under LD_PRELOAD=libfastalloc.so: python3, sqlite3, git and
+# gcc each run a deterministic workload once with the system allocator and
+# once with fastalloc, and the outputs (and, for gcc, the object files) must
+# be identical.  A missing program is a failure, not a skip.
+#
+# usage: run_programs.sh /path/to/libfastalloc.so
+set -eu
+
+lib=${1:?usage: run_programs.sh /path/to/libfastalloc.so}
+case $lib in /*) ;; *) lib=$(pwd)/$lib ;; esac
+if [ ! -f "$lib" ]; then
+    echo "FAIL: $lib does not exist"
+    exit 1
+fi
+
+for prog in python3 sqlite3 git gcc cmp; do
+    if ! command -v "$prog" >/dev/null 2>&1; then
+        echo "FAIL: $prog is not installed (the test needs python3, sqlite3, git and gcc)"
+        exit 1
+    fi
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/fa-programs.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT INT TERM
+failed=0
+
+# run NAME MODE CMD...: MODE is plain or fa; output to $tmp/NAME.MODE.out
+run() {
+    name=$1 mode=$2
+    shift 2
+    if [ "$mode" = fa ]; then
+        LD_PRELOAD="$lib" "$@" >"$tmp/$name.$mode.out" 2>"$tmp/$name.$mode.err" || {
+            echo "FAIL: $name under fastalloc exited with status $?"
+            sed 's/^/  | /' "$tmp/$name.$mode.err" | tail -20
+            failed=1
+            return 1
+        }
+    else
+        "$@" >"$tmp/$name.$mode.out" 2>"$tmp/$name.$mode.err" || {
+            echo "FAIL: $name (without fastalloc) exited with status $?"
+            sed 's/^/  | /' "$tmp/$name.$mode.err" | tail -20
+            failed=1
+            return 1
+        }
+    fi
+}
+
+# same NAME: the two runs' outputs agree (and are not empty)
+same() {
+    if [ ! -s "$tmp/$1.plain.out" ]; then
+        echo "FAIL: $1 printed nothing"
+        failed=1
+    elif cmp -s "$tmp/$1.plain.out" "$tmp/$1.fa.out"; then
+        echo "ok: $1 ($(wc -l <"$tmp/$1.plain.out") lines identical)"
+    else
+        echo "FAIL: $1 output differs under fastalloc:"
+        diff "$tmp/$1.plain.out" "$tmp/$1.fa.out" | head -20 | sed 's/^/  | /'
+        failed=1
+    fi
+}
+
+# ---------------------------------------------------------------- preload works
+if LD_PRELOAD="$lib" cat /proc/self/maps | grep -q 'libfastalloc'; then
+    echo "ok: LD_PRELOAD maps libfastalloc"
+else
+    echo "FAIL: LD_PRELOAD=$lib does not load it"
+    exit 1
+fi
+
+# ---------------------------------------------------------------- python3
+cat >"$tmp/work.py" <<'PY'
+import collections, hashlib, json, re, sys, threading
+
+h = hashlib.sha256()
+
+# dict churn: inserts, updates, deletes
+d = {}
+for i in range(300000):
+    k = "key%d" % (i * 7919 % 100003)
+    d[k] = d.get(k, 0) + i
+    if i % 3 == 0:
+        d.pop("key%d" % (i % 5000), None)
+h.update(json.dumps(d, sort_keys=True).encode())
+
+# lists of strings of many sizes, sorted and joined
+lst = [str(i) * (i % 23) for i in range(150000)]
+lst.sort()
+h.update("".join(lst[::97]).encode())
+del lst
+
+# json round trip of a nested document
+doc = {"items": [{"id": i, "name": "n" * (i % 50), "vals": list(range(i % 20)),
+                  "sub": {"a": i / 7, "b": [str(i)] * (i % 5)}} for i in range(30000)]}
+s = json.dumps(doc)
+h.update(hashlib.md5(s.encode()).digest())
+assert json.loads(s) == doc
+
+# regex and Counter over generated text
+words = " ".join("w%d" % ((i * i) % 1009) for i in range(200000))
+c = collections.Counter(re.findall(r"w\d+", words))
+h.update(repr(sorted(c.most_common(50))).encode())
+
+# threads allocating and hashing at once
+results = [None] * 8
+def work(n):
+    acc = hashlib.sha1()
+    parts = []
+    for i in range(30000):
+        parts.append(("%d:%d;" % (n, i)) * (i % 9))
+        if len(parts) > 300:
+            acc.update("".join(parts).encode())
+            parts = []
+    acc.update("".join(parts).encode())
+    results[n] = acc.hexdigest()
+threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+for r in results:
+    h.update(r.encode())
+
+# a bytearray that grows and shrinks (realloc)
+b = bytearray()
+for i in range(20000):
+    b += bytes([i % 256]) * (i % 300)
+    if len(b) > (1 << 20):
+        del b[: len(b) // 2]
+h.update(b)
+
+print(len(d), len(c), len(b))
+print(h.hexdigest())
+PY
+run python3 plain env PYTHONHASHSEED=0 python3 "$tmp/work.py" &&
+    run python3 fa env PYTHONHASHSEED=0 python3 "$tmp/work.py" && same python3
+# Python's malloc really is fastalloc under the preload.
+if LD_PRELOAD="$lib" python3 -c '
+import ctypes
+c = ctypes.CDLL(None)
+c.malloc.restype = ctypes.c_void_p
+c.fa_owns.argtypes = [ctypes.c_void_p]
+p = c.malloc(100)
+raise SystemExit(0 if c.fa_owns(p) == 1 else 1)' 2>"$tmp/ctypes.err"; then
+    echo "ok: python3's malloc is fastalloc under LD_PRELOAD"
+else
+    echo "FAIL: python3's malloc is not fastalloc under LD_PRELOAD"
+    sed 's/^/  | /' "$tmp/ctypes.err"
+    failed=1
+fi
+
+# ---------------------------------------------------------------- sqlite3
+cat >"$tmp/work.sql" <<'SQL'
+CREATE TABLE t(id INTEGER PRIMARY KEY, grp INTEGER, name TEXT, val REAL);
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 20000)
+INSERT INTO t SELECT x, x % 97,
+    'name-' || x || '-' || substr('abcdefghijklmnopqrstuvwxyz', 1 + x % 26, 1 + x % 13),
+    (x * 7919 % 10007) / 7.0
+FROM c;
+CREATE INDEX t_grp ON t(grp, val);
+SELECT count(*), sum(length(name)), round(avg(val), 6), min(name), max(name) FROM t;
+SELECT grp, count(*), round(sum(val), 3), min(name), max(name) FROM t GROUP BY grp ORDER BY grp;
+SELECT id, name, val FROM t ORDER BY val DESC, id LIMIT 20;
+SELECT count(*) FROM t a JOIN t b ON a.grp = b.grp AND a.id < b.id AND b.id - a.id < 1000;
+SELECT grp, group_concat(id, ',') FROM (SELECT grp, id FROM t WHERE id % 500 = 0 ORDER BY id) GROUP BY grp ORDER BY grp;
+UPDATE t SET name = upper(name) || name WHERE id % 7 = 0;
+DELETE FROM t WHERE id % 3 = 0;
+VACUUM;
+SELECT count(*), sum(length(name)) FROM t;
+SELECT substr(name, 1, 12), count(*) FROM t GROUP BY substr(name, 1, 12) ORDER BY 2 DESC, 1 LIMIT 10;
+SQL
+run sqlite3 plain sqlite3 "$tmp/plain.db" ".read $tmp/work.sql" &&
+    run sqlite3 fa sqlite3 "$tmp/fa.db" ".read $tmp/work.sql" && same sqlite3
+
+# ---------------------------------------------------------------- git
+cat >"$tmp/git.sh" <<'GIT'
+set -eu
+repo=$1
+export GIT_AUTHOR_NAME="Fast Alloc" GIT_AUTHOR_EMAIL="fa@example.com"
+export GIT_COMMITTER_NAME="Fast Alloc" GIT_COMMITTER_EMAIL="fa@example.com"
+export GIT_AUTHOR_DATE="2020-01-01T00:00:00 +0000" GIT_COMMITTER_DATE="2020-01-01T00:00:00 +0000"
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null HOME="$repo.home"
+mkdir -p "$HOME"
+git -c init.defaultBranch=main init -q "$repo"
+cd "$repo"
+git config gc.autoDetach false
+i=1
+while [ $i -le 25 ]; do
+    mkdir -p "dir$((i % 4))"
+    seq $((i * 100)) $((i * 100 + 2000)) >"dir$((i % 4))/file$i.txt"
+    j=1
+    while [ $j -lt $i ]; do
+        # edit older files a little, so deltas form
+        sed -i "s/^$((j * 100 + i))\$/changed $i/" "dir$((j % 4))/file$j.txt"
+        j=$((j + 3))
+    done
+    git add -A
+    git commit -q -m "commit $i
+
+Adds file$i and edits some older files."
+    i=$((i + 1))
+done
+git log --stat
+git gc --quiet
+git fsck --full --no-progress
+git rev-parse HEAD HEAD~10
+git cat-file -p HEAD^{tree}
+git diff --stat HEAD~12 HEAD
+git log --oneline -- dir1 | wc -l
+git show HEAD~3:dir0/file4.txt | md5sum
+GIT
+run git plain sh "$tmp/git.sh" "$tmp/plain.git" &&
+    run git fa sh "$tmp/git.sh" "$tmp/fa.git" && same git
+
+# ---------------------------------------------------------------- gcc
+mkdir "$tmp/cc"
+{
+    echo '#include <stdio.h>'
+    echo '#include <stdlib.h>'
+    echo '#include <string.h>'
+    i=0
+    while [ $i -lt 300 ]; do
+        cat <<C
+static unsigned long f$i(unsigned long x)
+{
+    unsigned long a[16];
+    for (int k = 0; k < 16; k++)
+        a[k] = x * ($i + k) ^ (x >> (k % 7));
+    for (int k = 1; k < 16; k++)
+        a[k] += a[k - 1] * 31 + $i;
+    return a[15] % 1000003;
+}
+C
+        i=$((i + 1))
+    done
+    cat <<'C'
+static int cmp(const void *a, const void *b)
+{
+    unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
+    return x < y ? -1 : x > y;
+}
+int main(void)
+{
+    unsigned long acc = 0, v[300];
+    char *s = malloc(1);
+    size_t len = 0;
+C
+    i=0
+    while [ $i -lt 300 ]; do
+        echo "    v[$i] = f$i($i + acc); acc += v[$i];"
+        i=$((i + 1))
+    done
+    cat <<'C'
+    qsort(v, 300, sizeof v[0], cmp);
+    for (int i = 0; i < 300; i += 10) {
+        char buf[32];
+        int n = snprintf(buf, sizeof buf, "%lu ", v[i]);
+        s = realloc(s, len + (size_t)n + 1);
+        memcpy(s + len, buf, (size_t)n + 1);
+        len += (size_t)n;
+    }
+    printf("%lu\n%s\n", acc, s);
+    free(s);
+    return 0;
+}
+C
+} >"$tmp/cc/prog.c"
+cd "$tmp/cc"
+if run gcc-compile plain gcc -O2 -g -Wall -c prog.c -o plain.o &&
+    run gcc-compile fa gcc -O2 -g -Wall -c prog.c -o fa.o; then
+    if cmp -s plain.o fa.o; then
+        echo "ok: gcc -O2 object files are byte-identical"
+    else
+        echo "FAIL: gcc -O2 produced a different object file under fastalloc"
+        failed=1
+    fi
+    if run gcc-link plain gcc plain.o -o plain.exe && run gcc-link fa gcc fa.o -o fa.exe; then
+        run gcc-prog plain ./plain.exe && run gcc-prog fa ./fa.exe && same gcc-prog
+        # the fastalloc-built program also runs under fastalloc
+        run gcc-prog2 plain ./fa.exe && run gcc-prog2 fa ./fa.exe && same gcc-prog2
+    fi
+fi
+cd /
+
+if [ $failed -ne 0 ]; then
+    echo "run_programs: FAILED"
+    exit 1
+fi
+echo "run_programs: all programs agree with and without fastalloc"

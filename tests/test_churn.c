@@ -1,0 +1,165 @@
+/* Thread churn: 10,000 short-lived threads, run 4 at a time.  Each allocates
+ * a few hundred small blocks of assorted sizes, frees most of them, checks
+ * and frees the blocks the previous group left for it, and leaves some for
+ * the next group (and, at the end, for the main thread).  A thread cache
+ * that was not flushed or recycled at thread exit would leak memory with
+ * every thread: the resident set after 10,000 threads must be within a few
+ * MiB of what it was after the first 1,000.  The allocator's own footprint
+ * (memory the page heap mapped, plus metadata) is checked the same way; that
+ * check also holds under sanitizers, whose runtimes grow the resident set
+ * with every thread by themselves (so the RSS check is skipped there).
+ * At the end only the main thread may have a cache, and the dead threads'
+ * claims on the global cache bound must have been given back (fa_stats).
+ * Links the static archive to read the page heap's and metadata counters. */
+#include "check.h"
+#include "util.h"
+
+#include <fastalloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "meta.h"
+#include "pageheap.h"
+
+#define NTHREADS 10000
+#define GROUP 4
+#define ALLOCS 300
+#define HANDOFF 16
+
+struct blk {
+    unsigned char *p;
+    size_t size;
+    uint64_t seed;
+};
+
+struct job {
+    uint64_t id;
+    struct blk in[HANDOFF];  /* left by the previous group: check and free */
+    struct blk out[HANDOFF]; /* for the next group */
+};
+
+static size_t pick_size(uint64_t *rng)
+{
+    uint64_t r = rng_below(rng, 100);
+    if (r < 60)
+        return 1 + (size_t)rng_below(rng, 128);
+    if (r < 90)
+        return 129 + (size_t)rng_below(rng, 1024);
+    if (r < 99)
+        return 1153 + (size_t)rng_below(rng, 16 * KiB);
+    return 20 * KiB + (size_t)rng_below(rng, 100 * KiB);
+}
+
+static void check_free(struct blk *b)
+{
+    if (b->p == NULL)
+        return;
+    size_t bad = pat_find_bad(b->p, b->size, b->seed);
+    CHECKF(bad == (size_t)-1, "block of %zu corrupted at +%zu", b->size, bad);
+    fa_free(b->p);
+    b->p = NULL;
+}
+
+/* Bytes the allocator has taken from the OS for blocks and for itself. */
+static size_t footprint(void)
+{
+    struct fa__ph_stats st;
+    fa__ph_get_stats(&st);
+    return st.mapped_bytes + fa__meta_bytes();
+}
+
+static void *thread_main(void *arg)
+{
+    struct job *j = arg;
+    uint64_t rng = mix64(j->id + 1) | 1;
+    struct blk mine[ALLOCS];
+    for (size_t i = 0; i < ALLOCS; i++) {
+        mine[i].size = pick_size(&rng);
+        mine[i].seed = mix64(j->id * ALLOCS + i);
+        mine[i].p = fa_malloc(mine[i].size);
+        CHECK(mine[i].p != NULL);
+        pat_fill(mine[i].p, mine[i].size, mine[i].seed);
+        /* Some short-lived ones on the way. */
+        if (i % 3 == 0)
+            check_free(&mine[i]);
+    }
+    for (size_t i = 0; i < HANDOFF; i++)
+        check_free(&j->in[i]);
+    size_t k = 0;
+    for (size_t i = 0; i < ALLOCS; i++) {
+        if (mine[i].p != NULL && k < HANDOFF && i % 7 == 1)
+            j->out[k++] = mine[i];
+        else
+            check_free(&mine[i]);
+    }
+    return NULL;
+}
+
+int main(void)
+{
+    static struct job jobs[2][GROUP];
+    size_t nthreads = env_size("FA_CHURN_THREADS", NTHREADS);
+    size_t rss_early = 0, fp_early = 0;
+    memset(jobs, 0, sizeof jobs);
+    for (size_t t = 0; t < nthreads; t += GROUP) {
+        struct job *cur = jobs[(t / GROUP) & 1], *prev = jobs[((t / GROUP) & 1) ^ 1];
+        pthread_t th[GROUP];
+        for (size_t g = 0; g < GROUP; g++) {
+            cur[g].id = t + g;
+            /* Blocks of a thread of the previous group go to a thread of this
+             * one. */
+            memcpy(cur[g].in, prev[(g + 1) % GROUP].out, sizeof cur[g].in);
+            memset(prev[(g + 1) % GROUP].out, 0, sizeof prev[0].out);
+            memset(cur[g].out, 0, sizeof cur[g].out);
+            CHECK(pthread_create(&th[g], NULL, thread_main, &cur[g]) == 0);
+        }
+        for (size_t g = 0; g < GROUP; g++)
+            CHECK(pthread_join(th[g], NULL) == 0);
+        if (t + GROUP == 1000) {
+            rss_early = rss_bytes();
+            fp_early = footprint();
+        }
+        if (getenv("FA_CHURN_TRACE") && (t + GROUP) % 1000 == 0)
+            printf("%zu threads: rss %zu KiB, allocator footprint %zu KiB\n", t + GROUP,
+                   rss_bytes() / KiB, footprint() / KiB);
+    }
+    /* The last group's leftovers: checked and freed by the main thread. */
+    for (int h = 0; h < 2; h++)
+        for (size_t g = 0; g < GROUP; g++)
+            for (size_t i = 0; i < HANDOFF; i++) {
+                check_free(&jobs[h][g].in[i]);
+                check_free(&jobs[h][g].out[i]);
+            }
+    size_t rss_end = rss_bytes(), fp_end = footprint();
+    printf("%zu threads: rss after 1000 threads %zu KiB, at the end %zu KiB; "
+           "allocator footprint %zu KiB -> %zu KiB\n",
+           nthreads, rss_early / KiB, rss_end / KiB, fp_early / KiB, fp_end / KiB);
+    if (nthreads > 1000) {
+        CHECKF(fp_end <= fp_early + 8 * MiB, "allocator footprint grew by %zu KiB",
+               (fp_end - fp_early) / KiB);
+        if (!FA_TEST_SLOW)
+            CHECKF(rss_end <= rss_early + 8 * MiB, "rss grew by %zu KiB", (rss_end - rss_early) / KiB);
+    }
+
+    /* No cache outlives its thread: only the main thread has one, and the
+     * dead threads gave their share of the global cache bound back. */
+    fa_stats_t st;
+    fa_stats(&st);
+    long long per_thread = 0;
+    CHECK(fa_option_get("thread_cache_bytes", &per_thread) == 0 && per_thread > 0);
+    printf("caches: %u threads, %zu KiB held, %zu KiB claimed\n", st.threads, st.thread_caches / KiB,
+           st.thread_caches_claimed / KiB);
+    CHECKF(st.threads <= 1, "%u thread caches after all threads exited", st.threads);
+    CHECKF(st.thread_caches_claimed <= (size_t)per_thread, "dead threads still claim %zu KiB",
+           st.thread_caches_claimed / KiB);
+    CHECK(st.thread_caches <= st.thread_caches_claimed);
+
+    /* The main thread can still allocate, and the memory is all reusable. */
+    void *p = fa_malloc(100);
+    CHECK(p != NULL && fa_owns(p));
+    fa_free(p);
+    return check_done("test_churn");
+}

@@ -1,0 +1,164 @@
+/* Large blocks are spans of the page heap: freed spans are reused and
+ * coalesced with free neighbours, so repeating an allocation pattern costs
+ * no new memory from the OS.  Links the static archive to read the count of
+ * mmap calls (fa__os_map_calls) and the page heap's statistics. */
+#include "check.h"
+#include "util.h"
+
+#include <fastalloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "os.h"
+#include "pageheap.h"
+
+static size_t map_calls(void)
+{
+    return __atomic_load_n(&fa__os_map_calls, __ATOMIC_RELAXED);
+}
+
+static size_t mapped(void)
+{
+    struct fa__ph_stats st;
+    fa__ph_get_stats(&st);
+    return st.mapped_bytes;
+}
+
+/* Touch one byte per OS page and a pattern at both ends. */
+static void touch(unsigned char *p, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i += 4096)
+        p[i] = (unsigned char)(i >> 12);
+    pat_fill(p, 4096, seed);
+    pat_fill_range(p, n - 4096, n, seed);
+}
+
+static int touched_ok(const unsigned char *p, size_t n, uint64_t seed)
+{
+    if (!pat_ok(p, 4096, seed))
+        return 0;
+    for (size_t i = 4096; i < n - 4096; i += 4096)
+        if (p[i] != (unsigned char)(i >> 12))
+            return 0;
+    for (size_t k = n - 4096; k < n; k++)
+        if (p[k] != pat_byte(seed, k))
+            return 0;
+    return 1;
+}
+
+int main(void)
+{
+    fa_free(fa_malloc(1));
+
+    /* ---- the same 8 MiB block, 1000 times */
+    enum { REPS = 1000 };
+    uintptr_t seen[4] = {0};
+    size_t nseen = 0;
+    size_t calls0 = 0;
+    for (int i = 0; i < REPS; i++) {
+        unsigned char *p = fa_malloc(8 * MiB);
+        CHECK(p != NULL);
+        size_t k;
+        for (k = 0; k < nseen; k++)
+            if (seen[k] == (uintptr_t)p)
+                break;
+        if (k == nseen) {
+            CHECKF(nseen < 2, "8 MiB block #%d at a new address %p (%zu seen before)", i, (void *)p, nseen);
+            seen[nseen++] = (uintptr_t)p;
+        }
+        touch(p, 8 * MiB, (uint64_t)i);
+        CHECK(pat_ok(p, 4096, (uint64_t)i));
+        fa_free(p);
+        if (i == 0)
+            calls0 = map_calls();
+    }
+    CHECKF(map_calls() == calls0, "%zu mmap calls for 999 reuses", map_calls() - calls0);
+    size_t rss_after_reuse = rss_bytes();
+
+    /* ---- coalescing: one 16 MiB block is cut into 32 pieces of 512 KiB;
+     * when they are all freed, in any order, they merge back and a 16 MiB
+     * block fits again without asking the OS. */
+    unsigned char *whole = fa_malloc(16 * MiB);
+    CHECK(whole != NULL);
+    fa_free(whole);
+    size_t calls1 = map_calls(), mapped1 = mapped();
+    enum { PIECES = 32 };
+    unsigned char *piece[PIECES];
+    for (int i = 0; i < PIECES; i++) {
+        piece[i] = fa_malloc(512 * KiB);
+        CHECK(piece[i] != NULL);
+        pat_fill(piece[i], 512 * KiB, 100 + (uint64_t)i);
+    }
+    for (int i = 0; i < PIECES; i++)
+        CHECK(pat_ok(piece[i], 512 * KiB, 100 + (uint64_t)i));
+    /* Free the odd ones first (no two neighbours), then the even ones,
+     * each of which then joins free spans on both sides. */
+    for (int i = 1; i < PIECES; i += 2)
+        fa_free(piece[i]);
+    for (int i = 0; i < PIECES; i += 2)
+        CHECK(pat_ok(piece[i], 512 * KiB, 100 + (uint64_t)i));
+    for (int i = 0; i < PIECES; i += 2)
+        fa_free(piece[i]);
+    unsigned char *again = fa_malloc(16 * MiB);
+    CHECK(again != NULL);
+    CHECKF(map_calls() == calls1 && mapped() == mapped1,
+           "freed neighbours were not merged: %zu new mmap calls, mapped %zu -> %zu MiB",
+           map_calls() - calls1, mapped1 / MiB, mapped() / MiB);
+    touch(again, 16 * MiB, 5);
+    CHECK(touched_ok(again, 16 * MiB, 5));
+    fa_free(again);
+
+    /* ---- a mix of large sizes, repeated: after the first round the heap
+     * has all it needs. */
+    size_t calls2 = 0, mapped2 = 0;
+    uint64_t rng = 12345;
+    for (int round = 0; round < 20; round++) {
+        enum { N = 24 };
+        unsigned char *p[N];
+        size_t n[N];
+        uint64_t r2 = rng; /* the same sizes every round */
+        for (int i = 0; i < N; i++) {
+            n[i] = 256 * KiB + 1 + (size_t)rng_below(&r2, 3 * MiB);
+            p[i] = fa_malloc(n[i]);
+            CHECK(p[i] != NULL);
+            touch(p[i], n[i], (uint64_t)i);
+        }
+        for (int i = 0; i < N; i += 3) {
+            CHECK(touched_ok(p[i], n[i], (uint64_t)i));
+            fa_free(p[i]);
+        }
+        for (int i = 1; i < N; i += 3) {
+            CHECK(touched_ok(p[i], n[i], (uint64_t)i));
+            fa_free(p[i]);
+        }
+        for (int i = 2; i < N; i += 3) {
+            CHECK(touched_ok(p[i], n[i], (uint64_t)i));
+            fa_free(p[i]);
+        }
+        if (round == 0) {
+            calls2 = map_calls();
+            mapped2 = mapped();
+        }
+    }
+    CHECKF(map_calls() == calls2 && mapped() == mapped2, "repeating the same large allocations mapped more memory");
+
+    /* ---- realloc of large blocks back and forth does not leak spans */
+    unsigned char *r = fa_malloc(MiB);
+    size_t calls3 = 0;
+    for (int i = 0; i < 200; i++) {
+        size_t n = (size_t)(1 + i % 7) * MiB + (size_t)(i % 3) * 8192;
+        r = fa_realloc(r, n);
+        CHECK(r != NULL && fa_malloc_usable_size(r) >= n);
+        touch(r, n, 9);
+        if (i == 20)
+            calls3 = map_calls();
+    }
+    fa_free(r);
+    CHECKF(map_calls() == calls3, "realloc churn mapped more memory");
+
+    size_t rss_end = rss_bytes();
+    printf("rss after 8 MiB reuse %zu MiB, at the end %zu MiB; %zu MiB mapped by the page heap\n",
+           rss_after_reuse / MiB, rss_end / MiB, mapped() / MiB);
+    return check_done("test_large");
+}

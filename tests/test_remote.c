@@ -1,0 +1,172 @@
+/* Cross-thread frees: producer threads allocate and fill blocks, consumer
+ * threads check and free them, so every free is a remote one.  The same
+ * work is done twice: if remotely freed blocks were not reusable, the second
+ * pass would need as much new memory as the first allocated in total (GiBs).
+ * What the allocator mapped from the OS (fa_stats) shows it; the resident set
+ * would not be a fair measure, as free pages are purged on a timer. */
+#include "check.h"
+#include "util.h"
+
+#include <fastalloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PRODUCERS 4
+#define CONSUMERS 4
+#define QCAP 4096
+
+struct item {
+    unsigned char *p;
+    size_t size;
+    uint64_t seed;
+    int sized; /* free with fa_free_sized */
+};
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t not_empty, not_full;
+    struct item q[QCAP];
+    size_t head, len;
+    int producers_left;
+} Q = {.lock = PTHREAD_MUTEX_INITIALIZER,
+       .not_empty = PTHREAD_COND_INITIALIZER,
+       .not_full = PTHREAD_COND_INITIALIZER};
+
+static size_t per_producer;
+static uint64_t freed_bytes[CONSUMERS];
+
+static void push(struct item it)
+{
+    pthread_mutex_lock(&Q.lock);
+    while (Q.len == QCAP)
+        pthread_cond_wait(&Q.not_full, &Q.lock);
+    Q.q[(Q.head + Q.len) % QCAP] = it;
+    Q.len++;
+    pthread_cond_signal(&Q.not_empty);
+    pthread_mutex_unlock(&Q.lock);
+}
+
+/* 0 when every producer is done and the queue is empty. */
+static int pop(struct item *it)
+{
+    pthread_mutex_lock(&Q.lock);
+    while (Q.len == 0 && Q.producers_left > 0)
+        pthread_cond_wait(&Q.not_empty, &Q.lock);
+    if (Q.len == 0) {
+        pthread_mutex_unlock(&Q.lock);
+        return 0;
+    }
+    *it = Q.q[Q.head];
+    Q.head = (Q.head + 1) % QCAP;
+    Q.len--;
+    pthread_cond_signal(&Q.not_full);
+    pthread_mutex_unlock(&Q.lock);
+    return 1;
+}
+
+static void *producer(void *arg)
+{
+    uintptr_t id = (uintptr_t)arg;
+    uint64_t rng = mix64(id + 77) | 1;
+    for (size_t i = 0; i < per_producer; i++) {
+        struct item it;
+        uint64_t r = rng_below(&rng, 1000);
+        it.size = r < 900 ? 1 + (size_t)rng_below(&rng, 512)
+                : r < 995 ? 513 + (size_t)rng_below(&rng, 32 * KiB)
+                          : 256 * KiB + (size_t)rng_below(&rng, 768 * KiB);
+        it.seed = mix64(id << 40 | i);
+        it.sized = (int)(i & 1);
+        it.p = fa_malloc(it.size);
+        CHECK(it.p != NULL);
+        pat_fill(it.p, it.size, it.seed);
+        push(it);
+    }
+    pthread_mutex_lock(&Q.lock);
+    Q.producers_left--;
+    pthread_cond_broadcast(&Q.not_empty);
+    pthread_mutex_unlock(&Q.lock);
+    return NULL;
+}
+
+static void *consumer(void *arg)
+{
+    uintptr_t id = (uintptr_t)arg;
+    struct item it;
+    while (pop(&it)) {
+        size_t bad = pat_find_bad(it.p, it.size, it.seed);
+        CHECKF(bad == (size_t)-1, "block %p of %zu corrupted at +%zu", (void *)it.p, it.size, bad);
+        CHECK(fa_owns(it.p) == 1);
+        if (it.sized)
+            fa_free_sized(it.p, it.size);
+        else
+            fa_free(it.p);
+        freed_bytes[id] += it.size;
+    }
+    return NULL;
+}
+
+static void pass(void)
+{
+    pthread_t p[PRODUCERS], c[CONSUMERS];
+    Q.producers_left = PRODUCERS;
+    for (uintptr_t i = 0; i < CONSUMERS; i++)
+        CHECK(pthread_create(&c[i], NULL, consumer, (void *)i) == 0);
+    for (uintptr_t i = 0; i < PRODUCERS; i++)
+        CHECK(pthread_create(&p[i], NULL, producer, (void *)i) == 0);
+    for (int i = 0; i < PRODUCERS; i++)
+        CHECK(pthread_join(p[i], NULL) == 0);
+    for (int i = 0; i < CONSUMERS; i++)
+        CHECK(pthread_join(c[i], NULL) == 0);
+    CHECK(Q.len == 0);
+}
+
+static size_t mapped(void)
+{
+    fa_stats_t st;
+    fa_stats(&st);
+    return st.mapped;
+}
+
+int main(void)
+{
+    per_producer = env_size("FA_REMOTE_BLOCKS", FA_TEST_SLOW ? 50000 : 200000);
+    pass();
+    size_t map1 = mapped();
+    uint64_t total = 0;
+    for (int i = 0; i < CONSUMERS; i++)
+        total += freed_bytes[i];
+    pass();
+    size_t map2 = mapped();
+    printf("pass 1 moved %llu MiB: mapped %zu MiB after it, %zu MiB after pass 2 (rss %zu MiB)\n",
+           (unsigned long long)(total / MiB), map1 / MiB, map2 / MiB, rss_bytes() / MiB);
+    /* Each pass moves far more than the heap holds: blocks were reused.  A
+     * second pass may need one more growth of the heap (up to 64 MiB) when
+     * the queue and the caches peak together, but not a share of what it
+     * moved. */
+    CHECK(total > 256 * MiB);
+    CHECK(map1 < total / 4);
+    CHECKF(map2 <= map1 + total / 8, "mapped grew from %zu to %zu MiB", map1 / MiB, map2 / MiB);
+
+    /* The memory is reusable from a thread that took no part: a burst of
+     * small blocks fits in what the passes left behind. */
+    size_t before = mapped();
+    enum { N = 20000 };
+    static unsigned char *b[N];
+    for (size_t i = 0; i < N; i++) {
+        size_t n = 1 + i * 37 % 2048;
+        b[i] = fa_malloc(n);
+        CHECK(b[i] != NULL);
+        pat_fill(b[i], n, i);
+    }
+    size_t after = mapped();
+    for (size_t i = 0; i < N; i++) {
+        CHECK(pat_ok(b[i], 1 + i * 37 % 2048, i));
+        fa_free(b[i]);
+    }
+    printf("burst of %d blocks: mapped %zu -> %zu MiB\n", N, before / MiB, after / MiB);
+    CHECKF(after == before, "mapped %zu -> %zu MiB", before / MiB, after / MiB);
+    return check_done("test_remote");
+}

@@ -1,0 +1,214 @@
+/* Multithreaded stress: 8 threads allocate blocks of random sizes (mostly
+ * small, some up to 1 MiB), resize them, and trade them through a shared
+ * table so that most blocks are freed or resized by a thread other than the
+ * one that allocated them.  Every block carries a pattern derived from its
+ * id, checked in full before it is freed and, for the kept prefix, after
+ * every realloc.  The work is a fixed number of operations per thread
+ * (FA_STRESS_OPS overrides it), scaled down under sanitizers. */
+#include "check.h"
+#include "util.h"
+
+#include <fastalloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NTHREADS 8
+#define LOCAL 128   /* blocks each thread holds */
+#define SHARED 1024 /* slots of the exchange table */
+#define STRIPES 64
+
+enum { K_MALLOC, K_CALLOC, K_ALIGNED };
+
+struct blk {
+    unsigned char *p;
+    size_t size;   /* bytes that carry the pattern */
+    uint64_t seed; /* from the block's id */
+    size_t align;
+    int kind;
+};
+
+static struct blk shared[SHARED];
+static pthread_mutex_t stripe[STRIPES];
+static size_t ops_per_thread;
+static uint64_t next_id;
+static uint64_t alloc_bytes; /* requested by make() and resize(), in total */
+
+static size_t random_size(uint64_t *rng)
+{
+    uint64_t r = rng_below(rng, 100);
+    if (r < 90)
+        return 1 + (size_t)rng_below(rng, 1024);
+    if (r < 99)
+        return 1 + (size_t)rng_below(rng, 64 * KiB);
+    return 1 + (size_t)rng_below(rng, MiB);
+}
+
+static void verify(const struct blk *b)
+{
+    size_t bad = pat_find_bad(b->p, b->size, b->seed);
+    CHECKF(bad == (size_t)-1, "block %p of %zu (seed %llx) corrupted at +%zu", (void *)b->p, b->size,
+           (unsigned long long)b->seed, bad);
+}
+
+static void make(struct blk *b, uint64_t *rng)
+{
+    size_t n = random_size(rng);
+    uint64_t id = __atomic_fetch_add(&next_id, 1, __ATOMIC_RELAXED);
+    b->seed = mix64(id) ^ n;
+    b->align = 0;
+    uint64_t r = rng_below(rng, 20);
+    if (r == 0) {
+        b->kind = K_CALLOC;
+        b->p = fa_calloc(1, n);
+        CHECK(b->p != NULL);
+        CHECKF(all_bytes(b->p, n, 0), "calloc(%zu) not zeroed", n);
+    } else if (r == 1) {
+        b->kind = K_ALIGNED;
+        b->align = (size_t)16 << rng_below(rng, 10); /* 16 .. 8 KiB */
+        b->p = fa_aligned_alloc(b->align, n);
+        CHECK(b->p != NULL);
+        CHECK(((uintptr_t)b->p & (b->align - 1)) == 0);
+    } else {
+        b->kind = K_MALLOC;
+        b->p = fa_malloc(n);
+        CHECK(b->p != NULL);
+    }
+    CHECK(fa_malloc_usable_size(b->p) >= n);
+    b->size = n;
+    pat_fill(b->p, n, b->seed);
+    __atomic_fetch_add(&alloc_bytes, n, __ATOMIC_RELAXED);
+}
+
+static void destroy(struct blk *b, uint64_t *rng)
+{
+    verify(b);
+    if (b->kind == K_ALIGNED)
+        fa_free_aligned_sized(b->p, b->align, b->size);
+    else if (rng_below(rng, 2))
+        fa_free_sized(b->p, b->size);
+    else
+        fa_free(b->p);
+    b->p = NULL;
+}
+
+static void resize(struct blk *b, uint64_t *rng)
+{
+    verify(b);
+    size_t n = random_size(rng);
+    if (rng_below(rng, 4) == 0)
+        n = b->size + 1 + (size_t)rng_below(rng, b->size < 4096 ? 64 : b->size / 16); /* creep */
+    unsigned char *q = fa_realloc(b->p, n);
+    CHECKF(q != NULL, "realloc(%zu -> %zu)", b->size, n);
+    size_t keep = b->size < n ? b->size : n;
+    size_t bad = pat_find_bad(q, keep, b->seed);
+    CHECKF(bad == (size_t)-1, "realloc %zu -> %zu lost byte %zu", b->size, n, bad);
+    CHECK(fa_malloc_usable_size(q) >= n);
+    if (n > keep)
+        pat_fill_range(q, keep, n, b->seed);
+    b->p = q;
+    b->size = n;
+    __atomic_fetch_add(&alloc_bytes, n, __ATOMIC_RELAXED);
+    b->kind = K_MALLOC; /* realloc'd blocks are plain malloc blocks */
+    b->align = 0;
+}
+
+static size_t mapped(void)
+{
+    fa_stats_t st;
+    fa_stats(&st);
+    return st.mapped;
+}
+
+static void *worker(void *arg)
+{
+    uint64_t rng = mix64((uint64_t)(uintptr_t)arg + 1) | 1;
+    struct blk local[LOCAL];
+    memset(local, 0, sizeof local);
+    for (size_t op = 0; op < ops_per_thread; op++) {
+        struct blk *b = &local[rng_below(&rng, LOCAL)];
+        uint64_t r = rng_below(&rng, 100);
+        if (b->p == NULL) {
+            make(b, &rng);
+        } else if (r < 40) {
+            destroy(b, &rng);
+        } else if (r < 55) {
+            resize(b, &rng);
+        } else {
+            /* Swap with a shared slot: what comes back was most likely
+             * allocated by another thread, and is freed, resized or traded
+             * on by this one. */
+            size_t s = (size_t)rng_below(&rng, SHARED);
+            pthread_mutex_t *m = &stripe[s % STRIPES];
+            pthread_mutex_lock(m);
+            struct blk t = shared[s];
+            shared[s] = *b;
+            pthread_mutex_unlock(m);
+            *b = t;
+            if (b->p != NULL) {
+                verify(b);
+                if (r < 80)
+                    destroy(b, &rng);
+                else if (r < 90)
+                    resize(b, &rng);
+            }
+        }
+    }
+    for (size_t i = 0; i < LOCAL; i++)
+        if (local[i].p != NULL)
+            destroy(&local[i], &rng);
+    return NULL;
+}
+
+int main(void)
+{
+    ops_per_thread = env_size("FA_STRESS_OPS", FA_TEST_SLOW ? 40000 : 300000);
+    for (int i = 0; i < STRIPES; i++)
+        pthread_mutex_init(&stripe[i], NULL);
+    size_t map[2];
+    pthread_t th[NTHREADS];
+    for (int round = 0; round < 2; round++) {
+        for (uintptr_t i = 0; i < NTHREADS; i++)
+            CHECK(pthread_create(&th[i], NULL, worker, (void *)(i + (uintptr_t)round * NTHREADS)) == 0);
+        for (int i = 0; i < NTHREADS; i++)
+            CHECK(pthread_join(th[i], NULL) == 0);
+        /* Blocks left in the table: check and free them from here. */
+        uint64_t rng = 99;
+        for (size_t s = 0; s < SHARED; s++)
+            if (shared[s].p != NULL)
+                destroy(&shared[s], &rng);
+        map[round] = mapped();
+        printf("round %d: %llu blocks so far, %zu MiB mapped, rss %zu MiB\n", round,
+               (unsigned long long)next_id, map[round] / MiB, rss_bytes() / MiB);
+    }
+    /* Each round allocated far more than the heap holds, and the second did
+     * the same work with the memory the first gave back: it may need a
+     * growth or two of the heap (64 MiB each at most), but a leak of even a
+     * few percent of what it allocated (GiBs) would show. */
+    printf("%llu MiB allocated in all\n", (unsigned long long)(alloc_bytes / MiB));
+    CHECK(map[0] < alloc_bytes / 2 / 8);
+    CHECKF(map[1] <= map[0] + 128 * MiB, "mapped grew from %zu to %zu MiB", map[0] / MiB, map[1] / MiB);
+
+    /* Everything was freed and is reusable: a burst of allocations of the
+     * same mix, from this thread, fits in it. */
+    fa_stats_t st;
+    fa_stats(&st);
+    printf("after the rounds: %zu MiB free in spans, %zu MiB in central caches, %zu MiB in span use\n",
+           st.free / MiB, st.central / MiB, st.in_spans / MiB);
+    size_t before = mapped(), total = 0, nb = 0;
+    static struct blk burst[20000];
+    uint64_t rng = 7;
+    while (total < 24 * MiB && nb < 20000) {
+        make(&burst[nb], &rng);
+        total += burst[nb++].size;
+    }
+    size_t after = mapped();
+    for (size_t i = 0; i < nb; i++)
+        destroy(&burst[i], &rng);
+    printf("burst of %zu blocks, %zu MiB: mapped %zu -> %zu MiB\n", nb, total / MiB, before / MiB,
+           after / MiB);
+    CHECKF(after == before, "mapped %zu -> %zu MiB", before / MiB, after / MiB);
+    return check_done("test_stress");
+}

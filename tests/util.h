@@ -1,0 +1,168 @@
+/* Helpers shared by the tests: byte patterns, a small PRNG, RSS, and values
+ * the compiler cannot see through. */
+#ifndef FA_TEST_UTIL_H
+#define FA_TEST_UTIL_H
+
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the pattern helpers assume a little-endian machine"
+#endif
+
+/* Built with a sanitizer: tests scale their work down. */
+#if defined(__SANITIZE_ADDRESS__) || defined(FA_TEST_SANITIZED)
+#define FA_TEST_SLOW 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FA_TEST_SLOW 1
+#endif
+#endif
+#ifndef FA_TEST_SLOW
+#define FA_TEST_SLOW 0
+#endif
+
+/* x, laundered so that the compiler knows nothing about it (no constant
+ * folding of impossible sizes into warnings, no elision of calls). */
+static inline size_t opaque(size_t x)
+{
+    __asm__ __volatile__("" : "+r"(x));
+    return x;
+}
+
+static inline void *opaque_ptr(void *p)
+{
+    __asm__ __volatile__("" : "+r"(p) : : "memory");
+    return p;
+}
+
+/* ---- patterns: byte k of a block with seed s is a fixed function of (s, k),
+ * so a prefix keeps its pattern when a block is resized, and two blocks with
+ * different seeds that overlap are caught. */
+static inline uint64_t pat_word(uint64_t seed, size_t j)
+{
+    uint64_t x = seed + (uint64_t)(j + 1) * 0x9E3779B97F4A7C15ull;
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 29;
+    return x;
+}
+
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDull;
+    x ^= x >> 33;
+    x *= 0xC4CEB9FE1A85EC53ull;
+    x ^= x >> 33;
+    return x;
+}
+
+static inline uint8_t pat_byte(uint64_t seed, size_t k)
+{
+    return (uint8_t)(pat_word(seed, k >> 3) >> ((k & 7) * 8));
+}
+
+/* Fill bytes [from, to) of p with the pattern of seed. */
+static inline void pat_fill_range(void *p, size_t from, size_t to, uint64_t seed)
+{
+    unsigned char *b = p;
+    size_t k = from;
+    while (k < to && (k & 7) != 0) {
+        b[k] = pat_byte(seed, k);
+        k++;
+    }
+    for (; k + 8 <= to; k += 8) {
+        uint64_t w = pat_word(seed, k >> 3);
+        memcpy(b + k, &w, 8);
+    }
+    for (; k < to; k++)
+        b[k] = pat_byte(seed, k);
+}
+
+static inline void pat_fill(void *p, size_t n, uint64_t seed)
+{
+    pat_fill_range(p, 0, n, seed);
+}
+
+/* Offset of the first byte in [0, n) that does not hold the pattern, or
+ * (size_t)-1 when all do. */
+static inline size_t pat_find_bad(const void *p, size_t n, uint64_t seed)
+{
+    const unsigned char *b = p;
+    size_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        uint64_t w;
+        memcpy(&w, b + k, 8);
+        if (w != pat_word(seed, k >> 3))
+            break;
+    }
+    for (; k < n; k++)
+        if (b[k] != pat_byte(seed, k))
+            return k;
+    return (size_t)-1;
+}
+
+static inline int pat_ok(const void *p, size_t n, uint64_t seed)
+{
+    return pat_find_bad(p, n, seed) == (size_t)-1;
+}
+
+static inline int all_bytes(const void *p, size_t n, unsigned char v)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != v)
+            return 0;
+    return 1;
+}
+
+/* ---- xorshift PRNG, one state per thread */
+static inline uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *s = x;
+    return x;
+}
+
+static inline uint64_t rng_below(uint64_t *s, uint64_t n)
+{
+    return rng_next(s) % n;
+}
+
+/* ---- resident set size in bytes, read without allocating */
+static inline size_t rss_bytes(void)
+{
+    char buf[128];
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *end;
+    strtoull(buf, &end, 10); /* total program size */
+    unsigned long long res = strtoull(end, NULL, 10);
+    return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static inline size_t env_size(const char *name, size_t dflt)
+{
+    const char *s = getenv(name);
+    if (s == NULL || *s == '\0')
+        return dflt;
+    return (size_t)strtoull(s, NULL, 10);
+}
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+
+#endif
