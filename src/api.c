@@ -50,7 +50,7 @@ static struct fa__span *large_span_of(void *p, const char *who)
         (uintptr_t)p < s->start + s->npages * FA_PAGE_SIZE) {
         if (s->state == FA_SPAN_LARGE && s->start == (uintptr_t)p)
             return s;
-        if (s->state == FA_SPAN_FREE)
+        if (s->state == FA_SPAN_FREE || s->state == FA_SPAN_PURGING)
             fa__fatal("fastalloc: %s(): double free or stale pointer %p", who, p);
         fa__fatal("fastalloc: %s(): pointer %p is inside a block, not at its start", who, p);
     }

@@ -10,7 +10,7 @@
 #include "pageheap.h"
 #include "pagemap.h"
 
-#define SLOT_BYTES ((size_t)512 << 10) /* bound on what a class keeps in slots */
+#define SLOT_BYTES ((size_t)128 << 10) /* bound on what a class keeps in slots */
 #define MAX_SLOTS 64
 
 struct batch {

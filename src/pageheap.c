@@ -21,7 +21,7 @@
 /* Dirty free memory kept without purging, however little is in use: a
  * program that frees and reallocates a few megabytes should not pay for page
  * faults each time. */
-#define DIRTY_FLOOR ((size_t)32 << 20)
+#define DIRTY_FLOOR ((size_t)16 << 20)
 /* Above the floor, dirty memory may be at most 1/8 of what is in use. */
 #define DIRTY_RATIO_SHIFT 3
 #define PURGE_SCAN_MAX 256 /* spans looked at by one timed purge */
@@ -264,12 +264,12 @@ static void mark_used(struct fa__span *s, unsigned state, unsigned cls)
         ph.st.small_bytes += s->npages * FA_PAGE_SIZE;
 }
 
-/* Give a dirty free span's pages back to the OS.  With huge pages on, only
- * whole 2 MiB pages inside the span go, so no huge page is split. */
-static size_t purge_span(struct fa__span *s)
+/* Give a span's pages back to the OS.  With huge pages on, only whole
+ * 2 MiB pages inside the span go, so no huge page is split.  Touches no
+ * shared structure: callers may run it without the lock on a span they have
+ * taken off every list. */
+static size_t release_pages(struct fa__span *s)
 {
-    dirty_del(s);
-    s->dirty = 0;
     uintptr_t a = s->start, e = s->start + s->npages * FA_PAGE_SIZE;
     if (fa__opt.hugepages) {
         uintptr_t ha = (a + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
@@ -284,9 +284,82 @@ static size_t purge_span(struct fa__span *s)
     fa__os_release((void *)a, e - a, fa__opt.purge_madv_free);
     if (!fa__opt.purge_madv_free && a == s->start)
         s->zeroed = (e == s->start + s->npages * FA_PAGE_SIZE);
-    ph.st.purged_bytes += e - a;
-    ph.st.purges++;
     return e - a;
+}
+
+static size_t purge_span(struct fa__span *s)
+{
+    dirty_del(s);
+    s->dirty = 0;
+    size_t n = release_pages(s);
+    ph.st.purged_bytes += n;
+    ph.st.purges++;
+    return n;
+}
+
+/* Purging outside the lock: dirty spans are taken off the lists (state
+ * PURGING, so no neighbour merges with them and nobody allocates them), the
+ * lock is dropped for the madvise calls, and they come back clean.  Other
+ * threads' frees and allocations do not wait for the kernel. */
+#define PURGE_BATCH 32
+
+static unsigned detach_dirty(struct fa__span **out, size_t down_to)
+{
+    unsigned n = 0;
+    while (n < PURGE_BATCH && ph.st.dirty_bytes > down_to && ph.dirty.dnext != &ph.dirty) {
+        struct fa__span *s = ph.dirty.dnext;
+        remove_free(s);
+        s->state = FA_SPAN_PURGING;
+        s->dirty = 0;
+        out[n++] = s;
+    }
+    return n;
+}
+
+/* Called with the lock held; returns with it held. */
+static void purge_detached(struct fa__span **spans, unsigned n)
+{
+    if (n == 0)
+        return;
+    fa__unlock(&fa__ph_lock);
+    size_t bytes = 0;
+    for (unsigned i = 0; i < n; i++)
+        bytes += release_pages(spans[i]);
+    fa__lock(&fa__ph_lock);
+    ph.st.purged_bytes += bytes;
+    ph.st.purges += n;
+    for (unsigned i = 0; i < n; i++)
+        coalesce_insert(spans[i]);
+}
+
+/* Dirty memory allowed after a free: 1/8 of what is in use, and at least
+ * floor. */
+static size_t dirty_cap(size_t floor)
+{
+    size_t cap = (ph.st.small_bytes + ph.st.large_bytes) >> DIRTY_RATIO_SHIFT;
+    return cap < floor ? floor : cap;
+}
+
+/* Bring dirty memory down to half the cap once it passes the cap: purging in
+ * bursts lets freed spans coalesce first, so there are fewer, larger madvise
+ * calls. */
+static void shed_locked(size_t floor)
+{
+    if (ph.st.dirty_bytes <= dirty_cap(floor))
+        return;
+    struct fa__span *batch[PURGE_BATCH];
+    unsigned n;
+    while ((n = detach_dirty(batch, dirty_cap(floor) / 2)) > 0)
+        purge_detached(batch, n);
+}
+
+void fa__ph_shed(void)
+{
+    if (fa__opt.purge_delay_ms < 0)
+        return;
+    fa__lock(&fa__ph_lock);
+    shed_locked(0);
+    fa__unlock(&fa__ph_lock);
 }
 
 static size_t purge_all_locked(void)
@@ -311,19 +384,6 @@ static size_t purge_aged_locked(uint64_t now)
     }
     ph.last_decay_ms = now;
     return n;
-}
-
-/* After a free: keep dirty memory within the floor or 1/8 of what is in use,
- * oldest first, so a program whose use falls from a peak gives the memory
- * back at once, without waiting for a timer or another call. */
-static void purge_over_ratio_locked(void)
-{
-    size_t used = ph.st.small_bytes + ph.st.large_bytes;
-    size_t cap = used >> DIRTY_RATIO_SHIFT;
-    if (cap < DIRTY_FLOOR)
-        cap = DIRTY_FLOOR;
-    while (ph.st.dirty_bytes > cap && ph.dirty.dnext != &ph.dirty)
-        purge_span(ph.dirty.dnext);
 }
 
 /* The timed part of decay, amortized on page-heap calls. */
@@ -438,10 +498,12 @@ void fa__ph_free(struct fa__span *s)
     coalesce_insert(s);
     if (fa__opt.purge_delay_ms == 0) {
         /* s is now the merged span, neighbours included. */
-        if (s->dirty)
-            purge_span(s);
+        struct fa__span *batch[1];
+        purge_detached(batch, detach_dirty(batch, 0));
     } else if (fa__opt.purge_delay_ms > 0) {
-        purge_over_ratio_locked();
+        /* A program whose use falls from a peak gives the memory back
+         * during its frees, with no timer and no later call. */
+        shed_locked(DIRTY_FLOOR);
         decay_tick_locked();
     }
     fa__unlock(&fa__ph_lock);

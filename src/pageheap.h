@@ -5,7 +5,7 @@
 
 #include "internal.h"
 
-enum { FA_SPAN_FREE = 0, FA_SPAN_SMALL = 1, FA_SPAN_LARGE = 2 };
+enum { FA_SPAN_FREE = 0, FA_SPAN_SMALL = 1, FA_SPAN_LARGE = 2, FA_SPAN_PURGING = 3 };
 
 struct fa__span {
     uintptr_t start;  /* first byte, page aligned */
@@ -62,6 +62,10 @@ void fa__ph_get_stats(struct fa__ph_stats *st) FA_HIDDEN;
 /* Purge free spans that have been free for the purge delay (all of them when
  * force is set).  Takes the lock; returns bytes purged. */
 size_t fa__ph_purge(bool force) FA_HIDDEN;
+
+/* Purge dirty memory beyond 1/8 of what is in use (no floor): called when a
+ * thread exits, a strong sign that its memory will not be reused soon. */
+void fa__ph_shed(void) FA_HIDDEN;
 
 /* Milliseconds on a coarse monotonic clock (a vDSO read, no syscall). */
 uint64_t fa__now_ms(void) FA_HIDDEN;

@@ -14,6 +14,7 @@ struct fa__class_info fa__classes[FA_NUM_CLASSES];
 #define BATCH_MIN 2u
 /* Per-class cap on one thread's list, in bytes, before the global cap. */
 #define LIST_BYTES (1u << 20)
+#define SPAN_MIN_BYTES ((size_t)32 << 10)
 
 static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 static uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
@@ -22,10 +23,15 @@ static void fill_class(unsigned c, uint32_t size)
 {
     struct fa__class_info *ci = &fa__classes[c];
     ci->size = size;
-    /* Enough blocks per span that spans are not handed back and forth with
-     * the page heap for every few blocks, but no more than 256 KiB worth. */
+    /* Spans of at least 32 KiB (or 8 blocks), but no more than 256 KiB
+     * worth of blocks: big enough that a program churning a few megabytes
+     * does not hand spans back and forth with the page heap every few
+     * blocks, and that span records stay few (64 bytes per span). */
     uint32_t want = min_u32(8, max_u32(1, (uint32_t)(FA_MAX_SMALL / size)));
-    uint32_t pages = (uint32_t)((size * want + FA_PAGE_SIZE - 1) / FA_PAGE_SIZE);
+    size_t bytes = (size_t)size * want;
+    if (bytes < SPAN_MIN_BYTES)
+        bytes = SPAN_MIN_BYTES;
+    uint32_t pages = (uint32_t)((bytes + FA_PAGE_SIZE - 1) / FA_PAGE_SIZE);
     if (pages == 0)
         pages = 1;
     /* Grow the span until the unusable tail is at most 1/8 of it. */

@@ -5,6 +5,7 @@
 #include "central.h"
 #include "meta.h"
 #include "pagemap.h"
+#include "pageheap.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -324,6 +325,7 @@ static void thread_exit(void *arg)
     tc->next = spare_caches;
     spare_caches = tc;
     fa__unlock(&registry_lock);
+    fa__ph_shed();
 }
 
 size_t fa__tc_cached_bytes(void)
