@@ -2,7 +2,7 @@
  * options set from code, and the allocator-wide statistics.
  *
  * Three mechanisms return memory, cheapest first:
- *  - at a free (pageheap.c): dirty free pages beyond 32 MiB and 1/8 of the
+ *  - at a free (pageheap.c): dirty free pages beyond 16 MiB and 1/8 of the
  *    memory in use are purged at once, so a fall from a peak gives memory
  *    back with no timer and no further call;
  *  - the decay tick, at most once per interval and run by whichever thread
