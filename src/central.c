@@ -75,7 +75,7 @@ static struct fa__span *new_span(unsigned cls)
 
 /* Pull up to n blocks out of the class's spans, getting a new span if none
  * has any. Called with the class lock held. */
-static unsigned fetch_from_spans(struct central *cc, unsigned cls, void **head, unsigned n)
+static unsigned fetch_from_spans(struct central *cc, unsigned cls, void **head, unsigned n, bool whole)
 {
     const size_t size = fa__classes[cls].size;
     void *list = NULL;
@@ -89,6 +89,21 @@ static unsigned fetch_from_spans(struct central *cc, unsigned cls, void **head, 
                 break;
             span_list_push(cc, s);
             cc->free_objs += fa__classes[cls].objs;
+        }
+        if (whole && got == 0 && s->freelist != NULL) {
+            /* Hand the span's whole free list over, however long, without
+             * reading it: its blocks came back in any order and are cold, and
+             * walking their links here would take a cache miss per block with
+             * the class lock held.  The thread reads them as it allocates,
+             * in parallel with the other threads. */
+            uint32_t carved = (uint32_t)((s->bump - s->start) / size);
+            got = carved - s->used;
+            list = s->freelist;
+            s->freelist = NULL;
+            s->used = carved;
+            if (s->bump >= s->limit)
+                span_list_del(s);
+            break;
         }
         while (got < n && s->freelist != NULL) {
             void *o = s->freelist;
@@ -114,7 +129,7 @@ static unsigned fetch_from_spans(struct central *cc, unsigned cls, void **head, 
     return got;
 }
 
-unsigned fa__central_fetch(unsigned cls, void **head, unsigned n)
+unsigned fa__central_fetch(unsigned cls, void **head, unsigned n, bool whole)
 {
     struct central *cc = &central[cls];
     fa__lock(&cc->lock);
@@ -127,7 +142,7 @@ unsigned fa__central_fetch(unsigned cls, void **head, unsigned n)
         fa__unlock(&cc->lock);
         return n;
     }
-    unsigned got = fetch_from_spans(cc, cls, head, n);
+    unsigned got = fetch_from_spans(cc, cls, head, n, whole);
     fa__unlock(&cc->lock);
     return got;
 }

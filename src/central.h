@@ -9,8 +9,9 @@
 void fa__central_init(void) FA_HIDDEN;
 
 /* Take up to n blocks of class cls; returns how many, the list in *head.  0
- * means the OS has no more memory. */
-unsigned fa__central_fetch(unsigned cls, void **head, unsigned n) FA_HIDDEN;
+ * means the OS has no more memory.  With whole set, a span's entire free list
+ * may come instead, more than n blocks. */
+unsigned fa__central_fetch(unsigned cls, void **head, unsigned n, bool whole) FA_HIDDEN;
 
 /* Give back a list of n blocks of class cls (NULL-terminated).  A whole
  * batch is kept as it is for the next fetch unless to_spans is set. */

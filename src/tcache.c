@@ -207,7 +207,7 @@ void *fa__tc_alloc_slow(size_t size)
     struct fa__tcache *tc = my_cache();
     void *head;
     if (FA_UNLIKELY(tc == NULL)) {
-        if (fa__central_fetch(cls, &head, 1) == 0) {
+        if (fa__central_fetch(cls, &head, 1, false) == 0) {
             errno = ENOMEM;
             return NULL;
         }
@@ -231,7 +231,7 @@ void *fa__tc_alloc_slow(size_t size)
         grow_list(tc, cls, ci->batch);
     if (want > tc->maxlen[cls] + 1)
         want = tc->maxlen[cls] + 1; /* the byte budget is spent: stay within it */
-    unsigned got = fa__central_fetch(cls, &head, want);
+    unsigned got = fa__central_fetch(cls, &head, want, true);
     tc->fetches++;
     if (got == 0) {
         errno = ENOMEM;
@@ -241,11 +241,17 @@ void *fa__tc_alloc_slow(size_t size)
     tc->heads[cls] = *(void **)p;
     /* The list was empty, so it now holds got - 1 blocks. */
     tc->avail[cls] -= (int32_t)(got - 1);
-    if (FA_UNLIKELY(tc->avail[cls] < 0)) {
-        /* More than the list may hold (the budget shrank meanwhile): the
-         * surplus goes straight back. */
+    if (tc->avail[cls] < 0) {
+        /* A span's whole free list came, more than the list may hold: keep
+         * the surplus if the global bound allows (a cache over its share
+         * sheds it at its next scavenge), else it goes straight back. */
         unsigned over = (unsigned)-tc->avail[cls];
-        release(tc, cls, over, false);
+        if (claim(tc, (size_t)over * ci->size)) {
+            tc->maxlen[cls] += over;
+            tc->avail[cls] = 0;
+        } else {
+            release(tc, cls, over, false);
+        }
     }
     return p;
 }
