@@ -120,6 +120,10 @@ static void unclaim(struct fa__tcache *tc, size_t bytes)
 static void grow_list(struct fa__tcache *tc, unsigned cls, uint32_t delta)
 {
     const struct fa__class_info *ci = &fa__classes[cls];
+    /* A list can be over its class's bound after taking a span's whole free
+     * list: it does not grow further then. */
+    if (tc->maxlen[cls] >= ci->max_list)
+        return;
     if (tc->maxlen[cls] + delta > ci->max_list)
         delta = ci->max_list - tc->maxlen[cls];
     size_t bytes = (size_t)delta * ci->size;
