@@ -44,15 +44,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "bench_common.h"
+
 /* Weak references: resolved at load time against whatever allocator was
  * preloaded, NULL when none defines them.  Used only to report which
  * allocator actually served malloc, so the driver can catch a preload that
  * silently did not happen. */
-extern int fa_owns(const void *ptr) __attribute__((weak));
-extern _Bool mi_is_in_heap_region(const void *p) __attribute__((weak));
-extern int MallocExtension_GetOwnership(const void *p) __attribute__((weak));
-extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp,
-                   size_t newlen) __attribute__((weak));
 
 #define SEQ_PERIOD 4099u /* prime: the shuffled size sequence repeats after this */
 #define MAX_SIZE (1u << 20)
@@ -100,41 +97,6 @@ static uint32_t *size_seq; /* the size of each allocation, cycled */
 static unsigned seq_len;
 static pthread_barrier_t start_barrier;
 
-/* Failure reporting without malloc: the allocator under test may be broken. */
-static void die(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
-static void die(int code, const char *fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    int n = snprintf(buf, sizeof buf, "malloc_micro: ");
-    va_start(ap, fmt);
-    n += vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
-    va_end(ap);
-    if (n > (int)sizeof buf - 2)
-        n = (int)sizeof buf - 2;
-    buf[n++] = '\n';
-    if (write(2, buf, (size_t)n) < 0) { /* nothing left to do */
-    }
-    _exit(code);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
-
 static inline uint64_t make_tag(uint64_t base, uint64_t step)
 {
     /* Distinct for every block of a run; odd, so never 0. */
@@ -156,10 +118,10 @@ alloc_stamped(struct worker *w, size_t n, uint64_t tag, int full)
 {
     unsigned char *p = malloc(n);
     if (p == NULL)
-        die(3, "VALIDATION FAILED: thread %d: malloc(%zu) returned NULL (errno %d)",
+        bench_die(3, "VALIDATION FAILED: thread %d: malloc(%zu) returned NULL (errno %d)",
             w->id, n, errno);
     if (((uintptr_t)p & 15) != 0)
-        die(3, "VALIDATION FAILED: thread %d: malloc(%zu) = %p is not 16-byte aligned",
+        bench_die(3, "VALIDATION FAILED: thread %d: malloc(%zu) = %p is not 16-byte aligned",
             w->id, n, (void *)p);
     uint64_t tail = ~tag;
     memcpy(p, &tag, 8);
@@ -183,7 +145,7 @@ static __attribute__((noinline)) void check_fill(struct worker *w, const unsigne
     }
     for (; i < end; i++)
         if (p[i] != b)
-            die(3, "VALIDATION FAILED: thread %d: block %p of %zu bytes was overwritten while live "
+            bench_die(3, "VALIDATION FAILED: thread %d: block %p of %zu bytes was overwritten while live "
                 "(byte %zu is %02x, expected %02x)", w->id, (const void *)p, n, i, p[i], b);
 }
 
@@ -197,7 +159,7 @@ check_free(struct worker *w, unsigned char *p, size_t n, uint64_t tag, int full)
     memcpy(&head, p, 8);
     memcpy(&tail, p + n - 8, 8);
     if (head != tag || tail != ~tag)
-        die(3, "VALIDATION FAILED: thread %d: block %p of %zu bytes was overwritten "
+        bench_die(3, "VALIDATION FAILED: thread %d: block %p of %zu bytes was overwritten "
             "while live (head %016" PRIx64 " expected %016" PRIx64 ", tail %016" PRIx64 " expected %016" PRIx64 ")",
             w->id, (void *)p, n, head, tag, tail, ~tag);
     if (full)
@@ -262,13 +224,13 @@ static void run_pairs_full(struct worker *w, uint64_t count)
 
 static void worker_setup(struct worker *w)
 {
-    w->tag_base = mix64(cfg.seed ^ ((uint64_t)(w->id + 1) << 48));
+    w->tag_base = bench_mix64(cfg.seed ^ ((uint64_t)(w->id + 1) << 48));
     w->seq_pos = (unsigned)(((uint64_t)w->id * 1031u) % seq_len);
     if (cfg.mode == MODE_WINDOW) {
         w->ring_bytes = (size_t)cfg.live * sizeof *w->ring;
         w->ring = mmap(NULL, w->ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (w->ring == MAP_FAILED)
-            die(3, "mmap of the ring (%ld slots) failed: %s", cfg.live, strerror(errno));
+            bench_die(3, "mmap of the ring (%ld slots) failed: %s", cfg.live, strerror(errno));
         for (long i = 0; i < cfg.live; i++) {
             struct slot *s = &w->ring[i];
             s->n = size_seq[w->seq_pos];
@@ -300,53 +262,20 @@ static void *worker_main(void *arg)
     pthread_barrier_wait(&start_barrier); /* all set up: go */
     /* Each thread reads the clock itself: with more threads than CPUs, the
      * main thread may only run again after some threads are done. */
-    w->t_start = now_s();
+    w->t_start = bench_now();
     run_pairs(w, cfg.ops);
-    w->t_end = now_s();
+    w->t_end = bench_now();
     pthread_barrier_wait(&start_barrier); /* all done */
     worker_drain(w);
     return NULL;
 }
 
-static const char *detect_allocator(void)
-{
-    const char *name = "glibc"; /* none of the allocators we know */
-    void *p = malloc(64);
-    if (fa_owns && fa_owns(p))
-        name = "fastalloc";
-    else if (mi_is_in_heap_region && mi_is_in_heap_region(p))
-        name = "mimalloc";
-    else if (MallocExtension_GetOwnership && MallocExtension_GetOwnership(p) == 1 /* kOwned */)
-        name = "tcmalloc";
-    else if (mallctl)
-        name = "jemalloc";
-    free(p);
-    return name;
-}
-
-static uint64_t parse_count(const char *opt, const char *s)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    double mult = 1;
-    if (*end == 'k' || *end == 'K')
-        mult = 1e3, end++;
-    else if (*end == 'm' || *end == 'M')
-        mult = 1e6, end++;
-    else if (*end == 'g' || *end == 'G')
-        mult = 1e9, end++;
-    if (errno || end == s || *end != '\0' || v < 0 || v * mult > 1e15)
-        die(2, "bad value for %s: '%s'", opt, s);
-    return (uint64_t)(v * mult + 0.5);
-}
-
 static void add_size(uint32_t *set, unsigned *count, unsigned long v)
 {
     if (v < 16 || v > MAX_SIZE)
-        die(2, "size %lu out of range (16..%u)", v, MAX_SIZE);
+        bench_die(2, "size %lu out of range (16..%u)", v, MAX_SIZE);
     if (*count == MAX_SIZES)
-        die(2, "too many sizes (at most %d)", MAX_SIZES);
+        bench_die(2, "too many sizes (at most %d)", MAX_SIZES);
     set[(*count)++] = (uint32_t)v;
 }
 
@@ -361,7 +290,7 @@ static void build_size_sequence(const char *spec)
     if (sscanf(spec, "%lu-%lu%n", &a, &b, &used) == 2 &&
         (spec[used] == '\0' || (spec[used] == ':' && sscanf(spec + used, ":%lu%n", &step, &used) == 1))) {
         if (b < a || step == 0)
-            die(2, "bad size range '%s'", spec);
+            bench_die(2, "bad size range '%s'", spec);
         for (unsigned long v = a; v <= b; v += step)
             add_size(set, &count, v);
     } else {
@@ -371,7 +300,7 @@ static void build_size_sequence(const char *spec)
             errno = 0;
             unsigned long v = strtoul(s, &end, 10);
             if (errno || end == s || (*end != ',' && *end != '\0'))
-                die(2, "bad --sizes '%s' (want 64, 16-1024, 16-1024:16 or 16,32,64)", spec);
+                bench_die(2, "bad --sizes '%s' (want 64, 16-1024, 16-1024:16 or 16,32,64)", spec);
             add_size(set, &count, v);
             if (*end == '\0')
                 break;
@@ -382,17 +311,17 @@ static void build_size_sequence(const char *spec)
         seq_len = count;
         size_seq = calloc(seq_len, sizeof *size_seq);
         if (size_seq == NULL)
-            die(3, "calloc failed");
+            bench_die(3, "calloc failed");
         memcpy(size_seq, set, count * sizeof *set);
     } else {
         /* Deterministic pseudo-random draw from the set, prime period. */
         seq_len = SEQ_PERIOD;
         size_seq = calloc(seq_len, sizeof *size_seq);
         if (size_seq == NULL)
-            die(3, "calloc failed");
+            bench_die(3, "calloc failed");
         uint64_t x = cfg.seed;
         for (unsigned i = 0; i < seq_len; i++) {
-            x = mix64(x + 0x9e3779b97f4a7c15ull);
+            x = bench_mix64(x + 0x9e3779b97f4a7c15ull);
             size_seq[i] = set[x % count];
         }
     }
@@ -417,6 +346,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    bench_name = "malloc_micro";
     static const struct option opts[] = {
         {"mode", required_argument, 0, 'm'},   {"sizes", required_argument, 0, 's'},
         {"order", required_argument, 0, 'o'},  {"live", required_argument, 0, 'l'},
@@ -442,7 +372,7 @@ int main(int argc, char **argv)
             else if (strcmp(optarg, "window") == 0)
                 cfg.mode = MODE_WINDOW;
             else
-                die(2, "bad --mode '%s' (reuse or window)", optarg);
+                bench_die(2, "bad --mode '%s' (reuse or window)", optarg);
             break;
         case 's': cfg.sizes_spec = optarg; break;
         case 'o':
@@ -451,13 +381,13 @@ int main(int argc, char **argv)
             else if (strcmp(optarg, "seq") == 0)
                 cfg.shuffle = 0;
             else
-                die(2, "bad --order '%s' (shuffle or seq)", optarg);
+                bench_die(2, "bad --order '%s' (shuffle or seq)", optarg);
             break;
-        case 'l': cfg.live = (long)parse_count("--live", optarg); break;
-        case 't': cfg.threads = (int)parse_count("--threads", optarg); break;
-        case 'n': cfg.ops = parse_count("--ops", optarg); break;
-        case 'w': cfg.warmup = parse_count("--warmup", optarg); warmup_set = 1; break;
-        case 'S': cfg.seed = parse_count("--seed", optarg); break;
+        case 'l': cfg.live = (long)bench_count("--live", optarg); break;
+        case 't': cfg.threads = (int)bench_count("--threads", optarg); break;
+        case 'n': cfg.ops = bench_count("--ops", optarg); break;
+        case 'w': cfg.warmup = bench_count("--warmup", optarg); warmup_set = 1; break;
+        case 'S': cfg.seed = bench_count("--seed", optarg); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -467,34 +397,34 @@ int main(int argc, char **argv)
         return 2;
     }
     if (cfg.threads < 1 || cfg.threads > MAX_THREADS)
-        die(2, "--threads must be 1..%d", MAX_THREADS);
+        bench_die(2, "--threads must be 1..%d", MAX_THREADS);
     if (cfg.mode == MODE_WINDOW && (cfg.live < 1 || cfg.live > 100000000))
-        die(2, "--live must be 1..100M");
+        bench_die(2, "--live must be 1..100M");
     if (cfg.ops < 1)
-        die(2, "--ops must be at least 1");
+        bench_die(2, "--ops must be at least 1");
     if (!warmup_set)
         cfg.warmup = cfg.ops / 10 < 200000 ? cfg.ops / 10 : 200000;
     build_size_sequence(cfg.sizes_spec);
 
-    const char *allocator = detect_allocator();
+    const char *allocator = bench_detect_allocator();
     double t0, t1;
     struct worker *ws = workers;
     if (cfg.threads == 1) {
         /* In the main thread, with no other thread ever created: the plain
          * single-threaded program. */
         worker_setup(&ws[0]);
-        t0 = now_s();
+        t0 = bench_now();
         run_pairs(&ws[0], cfg.ops);
-        t1 = now_s();
+        t1 = bench_now();
         worker_drain(&ws[0]);
     } else {
         if (pthread_barrier_init(&start_barrier, NULL, (unsigned)cfg.threads + 1) != 0)
-            die(3, "pthread_barrier_init failed");
+            bench_die(3, "pthread_barrier_init failed");
         for (int i = 0; i < cfg.threads; i++) {
             ws[i].id = i;
             int e = pthread_create(&ws[i].th, NULL, worker_main, &ws[i]);
             if (e != 0)
-                die(3, "pthread_create failed: %s", strerror(e));
+                bench_die(3, "pthread_create failed: %s", strerror(e));
         }
         pthread_barrier_wait(&start_barrier);
         pthread_barrier_wait(&start_barrier);
