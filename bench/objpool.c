@@ -84,6 +84,7 @@ struct worker {
 
 static struct worker *workers;
 static double alloc_free_s; /* written by worker 0 only */
+static double phase_s[2];   /* the same, split: allocate, free */
 
 static inline uint64_t obj_tag(struct worker *w, uint64_t round, size_t i)
 {
@@ -169,7 +170,7 @@ static void shuffle(struct worker *w)
 
 /* Worker 0 adds the phase that all workers just finished (called after a
  * barrier, so every start/end is written). */
-static void account_phase(void)
+static void account_phase(int which)
 {
     double s = workers[0].start, e = workers[0].end;
     for (int i = 1; i < cfg.threads; i++) {
@@ -179,6 +180,7 @@ static void account_phase(void)
             e = workers[i].end;
     }
     alloc_free_s += e - s;
+    phase_s[which] += e - s;
 }
 
 static void *shuffle_main(void *arg)
@@ -191,7 +193,7 @@ static void *shuffle_main(void *arg)
         w->end = bench_now();
         pthread_barrier_wait(&bar);
         if (w->id == 0)
-            account_phase();
+            account_phase(0);
         phase_check_fill(w, r);
         shuffle(w);
         pthread_barrier_wait(&bar);
@@ -200,7 +202,7 @@ static void *shuffle_main(void *arg)
         w->end = bench_now();
         pthread_barrier_wait(&bar);
         if (w->id == 0)
-            account_phase();
+            account_phase(1);
     }
     return NULL;
 }
@@ -340,9 +342,9 @@ int main(int argc, char **argv)
         double pairs = (double)cfg.threads * (double)cfg.objects * (double)cfg.rounds;
         printf("{\"bench\": \"objpool\", \"mode\": \"shuffle\", \"api\": \"%s\", \"threads\": %d, "
                "\"objects\": %zu, \"size\": %zu, \"rounds\": %" PRIu64 ", \"alloc_free_ms\": %.3f, "
-               "\"total_ms\": %.3f, \"ns_per_pair\": %.3f, \"allocator\": \"%s\", \"valid\": true}\n",
+               "\"alloc_ms\": %.3f, \"free_ms\": %.3f, \"total_ms\": %.3f, \"ns_per_pair\": %.3f, \"allocator\": \"%s\", \"valid\": true}\n",
                cfg.use_pool ? "pool" : "malloc", cfg.threads, cfg.objects, cfg.size, cfg.rounds,
-               alloc_free_s * 1e3, total * 1e3, alloc_free_s * 1e9 * cfg.threads / pairs, allocator);
+               alloc_free_s * 1e3, phase_s[0] * 1e3, phase_s[1] * 1e3, total * 1e3, alloc_free_s * 1e9 * cfg.threads / pairs, allocator);
     } else {
         after_exit = bench_vmrss_kib();
         if (cfg.use_pool) {

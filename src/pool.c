@@ -1,13 +1,29 @@
 /* Object pool.
  *
- * A pool hands out fixed-size slots cut from blocks.  Each thread works on a
- * local pool of its own (found in O(1): a per-thread array indexed by the
- * pool's id): a LIFO free list and the block it is cutting.  A local list that
- * reaches `handover` objects moves whole to a global pool: one pointer store
- * under a spinlock, the list head itself standing for the list (its first
- * object's second word links the lists).  Threads are spread over several
- * global pools round-robin; an empty one is refilled from its neighbours.
- * Block growth takes the pool's mutex, a longer and rarer critical section.
+ * Objects are cut from blocks (64 KiB by default, aligned to their size, a
+ * header first).  Each block keeps its own LIFO free list and belongs at any
+ * time to one thread's local pool or to one of the pool's global pools.
+ *
+ * A thread serves gets from one block at a time, its current block, whose
+ * free-list head lives in the local pool (found in O(1): a per-thread array
+ * indexed by the pool's id).  A put of an object of the current block is a
+ * push onto that list.  A put of an object of another block of the thread's
+ * makes that block the current one, so the object put last is always the
+ * next one got.  A put of an object of a block the thread does not own goes
+ * onto the block's remote list, a lock-free stack its owner takes whole when
+ * its own lists run dry.
+ *
+ * Why lists per block and not one list per thread (seed 001's design): a
+ * list threaded through objects freed in random order is walked in random
+ * order, one cache miss and often one TLB miss per get.  A block's list stays
+ * within its block, and a block whose objects are all free is cut again from
+ * its start, in address order, which the hardware prefetches.
+ *
+ * A block whose objects are all free is handed over whole to the thread's
+ * global pool (one list push under a spinlock), beyond a small local spare.
+ * Threads take blocks from their global pool, then from the others; an
+ * exiting thread hands over every block it holds.  Growth takes the pool's
+ * mutex, a longer and rarer critical section.
  *
  * Lock order: registry -> pool->grow -> gpool[i] (ascending) -> metadata.
  */
@@ -24,63 +40,87 @@
 
 #define POOL_MAX 1024            /* pools alive at once */
 #define CHUNK_BLOCKS 16          /* blocks mapped at once when a pool grows */
-#define DEFAULT_HANDOVER 256
 #define DEFAULT_BLOCK ((size_t)64 << 10)
 #define DEFAULT_IDLE_MS 1000
-#define IDLE_CHECK_EVERY 64      /* hand-overs between two looks at the clock */
+#define IDLE_CHECK_EVERY 16      /* hand-overs and growths between two looks at the clock */
 #define GPOOLS_MAX 16
-/* room value that no run of decrements brings to zero (see tcache.h) */
-#define FA_AVAIL_NEVER_POOL (INT32_MIN / 2)
+#define CUT_BATCH 64             /* objects linked at once when a block is cut */
+#define SCAN 8                   /* blocks looked at per search for remote puts */
+
+/* A free object's link word: at the object for a plain pool, in a header
+ * before it for a pool with ctor or dtor (negoff = -header size), since such
+ * a pool promises that a free object keeps all its state. */
+#define LINK(u, negoff) (*(void **)((char *)(u) + (negoff)))
+
+enum where { W_NONE, W_CUR, W_AVAIL, W_FRESH, W_FULL, W_SPARE, W_GPART, W_GEMPTY, W_DEBUG };
+
+struct block;
+struct blist {
+    struct block *head, *tail;
+    size_t n;
+};
 
 struct block {
-    struct block *next;   /* all blocks of the pool */
-    struct block *next_parked;
-    uintptr_t bump, end;  /* the part not cut yet */
-    uint32_t carved;      /* objects cut (and constructed) so far */
-    uint32_t free_seen;   /* scratch for trim */
-    uint8_t owned;        /* a thread is cutting it */
-    uint8_t parked;
-    uint8_t doomed;       /* trim: every object is free, the block goes */
-    uint64_t bits[];      /* debug pools: one bit per slot, set while out */
+    /* The owner's fields, read and written only by the owning thread, or
+     * under the global pool's lock while nobody owns the block.  A put into
+     * a block that is not current touches only this first line. */
+    struct lpool *owner;   /* NULL: in a global pool, or a debug pool's */
+    void *free;            /* free list, while not current */
+    int64_t out;           /* objects handed out, while not current */
+    uint8_t where;
+    uint8_t doomed;
+    uintptr_t bump, end;   /* next object to cut; end of the block's objects */
+    uintptr_t built_end;   /* objects below have entered the pool (ctor run) */
+    uint64_t nremote_seen; /* remote puts already taken off `out` */
+    struct block *lnext __attribute__((aligned(FA_CACHELINE))); /* in the list `where` names */
+    struct block *lprev;
+    struct block *next;    /* every block of the pool (grow) */
+    uint64_t stamp_ms;     /* when it entered a global pool all free */
+    /* Written by other threads. */
+    void *remote __attribute__((aligned(FA_CACHELINE)));
+    uint64_t nremote;      /* remote puts ever; added after the push */
+    uint64_t bits[];       /* debug pools: one bit per slot, set while out */
 };
 
 struct gpool {
     fa__lock_t lock;
-    void *full;           /* stack of lists of exactly `handover` objects */
-    size_t nfull;
-    void *partial;        /* one shorter list, topped up by exiting threads */
-    size_t npartial;
+    struct blist part;     /* blocks with objects out, from exited threads */
+    struct blist empty;    /* blocks whose objects are all free */
 } FA_ALIGNED_CL;
 
 struct lpool {
-    /* fast-path fields first */
-    void *head;           /* free slots, LIFO */
-    int32_t room;         /* handover - length; a put goes slow below 0 */
-    uint32_t pad;
-    uint64_t gets;
-    /* object = slot + link_off (see fa_pool.link_off); 64 bits wide so that
-     * the fast paths add it straight from memory */
-    uintptr_t link_off;
-    struct block *blk;    /* block being cut */
+    /* fast-path fields, one cache line */
+    void *head;            /* the current block's free list */
+    uint64_t gets, puts;
+    intptr_t negoff;       /* link word = object + negoff */
+    uintptr_t mask;        /* ~(block size - 1) */
+    uintptr_t cur_base;    /* the current block's address; 1 when none */
+    /* the current block's session: its `out` is out0 + gets - puts since */
+    struct block *cur;
+    int64_t out0;
+    uint64_t gets0 FA_ALIGNED_CL, puts0;
+    struct blist avail;    /* blocks with free objects (built) */
+    struct blist fresh;    /* blocks with only objects never cut */
+    struct blist full;     /* blocks with none (until a put or a remote put) */
+    struct blist spare;    /* blocks all free, at most spare_max */
+    struct block *last;    /* while no block is current: the last put's */
+    struct block *emptied; /* the last block a put emptied */
+    size_t spare_max;
     struct gpool *g;
     struct fa_pool *pool;
     struct lpool *next, *prev; /* the pool's local pools */
-    struct lpool **slot;  /* where the owning thread's array points to us */
+    struct lpool **slot;   /* where the owning thread's array points to us */
 } FA_ALIGNED_CL;
 
 struct fa_pool {
     uint32_t id;
-    uint32_t handover;
-    size_t slot;          /* bytes per slot, a multiple of the alignment */
-    /* Free slots are linked through their first two words.  A pool with a
-     * ctor or dtor promises that an object keeps all its state while free,
-     * so its slots carry a 16-byte link header before the object; a plain
-     * pool lets the links overwrite a free object's first 16 bytes. */
-    size_t link_off;
+    size_t slot;           /* bytes per slot, a multiple of the alignment */
+    size_t link_off;       /* object = slot + link_off */
     size_t align;
     size_t block_size;
-    size_t data_off;      /* first slot's offset in a block */
+    size_t data_off;       /* first slot's offset in a block */
     uint32_t per_block;
+    size_t spare_max;
     unsigned ngpools;
     int debug;
     int idle_ms;
@@ -91,22 +131,24 @@ struct fa_pool {
     char name[48];
 
     pthread_mutex_t grow;
-    struct block *blocks; /* every block */
-    struct block *parked; /* partly cut blocks nobody is cutting */
+    struct block *blocks;  /* every block */
     char *spare, *spare_end; /* mapped blocks not yet handed out */
-    size_t reserved;      /* objects promised to blocks (cap accounting) */
+    size_t reserved;       /* objects promised to blocks (cap accounting) */
     size_t bytes_os, bytes_peak;
-    struct lpool locals;  /* sentinel */
-    uint64_t gets_retired, puts_retired; /* from local pools that went away */
-    uint64_t puts_slow;
+    struct lpool locals;   /* sentinel */
+    uint64_t gets_retired, puts_retired; /* from local pools gone, debug, exiting threads */
+    uint64_t remote_retired; /* remote puts into blocks released */
     uint64_t trims;
+
+    /* debug pools: one LIFO list and the block being cut, under grow */
+    void *dbg_free;
+    struct block *dbg_blk;
 
     /* idle trim */
     unsigned tick;
     uint64_t last_check_ms;
-    size_t low_water;     /* fewest global free objects since last check */
 
-    unsigned rr;          /* next global pool to assign */
+    unsigned rr;           /* next global pool to assign */
     struct gpool g[];
 };
 
@@ -117,9 +159,11 @@ struct tls_array {
     struct tls_array *next_spare;
 };
 
-/* Stand-in for "no local pool yet": no free object and no room, so both
- * get and put fall into their slow path with no extra test. */
-static struct lpool empty_lp = {.head = NULL, .room = FA_AVAIL_NEVER_POOL};
+/* Stand-in for "no local pool yet": no free object and a current block that
+ * no object is in, so both get and put fall into their slow path with no
+ * extra test (its `cur` is not NULL for the same reason). */
+static struct block no_block;
+static struct lpool empty_lp = {.head = NULL, .mask = 0, .cur_base = 1, .cur = &no_block};
 static struct tls_array empty_array = {.lp = {[0 ... POOL_MAX - 1] = &empty_lp}};
 
 static __thread struct tls_array *pool_tls __attribute__((tls_model("initial-exec"))) = &empty_array;
@@ -130,7 +174,7 @@ static fa_pool *pools[POOL_MAX];
 static struct tls_array *spare_arrays;
 static struct lpool *spare_lps;
 static pthread_key_t exit_key;
-static int key_state; /* 0 none, 1 creating, 2 ready */
+static int key_state; /* 0 none, 2 ready */
 
 static void thread_exit(void *arg);
 
@@ -153,71 +197,246 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* ---- lists threaded through free objects: word 0 links objects, word 1
- * links whole lists on a global pool's stack ---- */
+/* ---- block lists ---- */
 
-#define NEXT(o) (*(void **)(o))
-#define NEXT_LIST(o) (((void **)(o))[1])
+static void bl_push(struct blist *l, struct block *b, int where)
+{
+    b->lprev = NULL;
+    b->lnext = l->head;
+    if (l->head != NULL)
+        l->head->lprev = b;
+    else
+        l->tail = b;
+    l->head = b;
+    l->n++;
+    b->where = (uint8_t)where;
+}
 
-static struct block *block_of(const fa_pool *pool, const void *obj)
+static void bl_push_tail(struct blist *l, struct block *b, int where)
+{
+    b->lnext = NULL;
+    b->lprev = l->tail;
+    if (l->tail != NULL)
+        l->tail->lnext = b;
+    else
+        l->head = b;
+    l->tail = b;
+    l->n++;
+    b->where = (uint8_t)where;
+}
+
+static void bl_remove(struct blist *l, struct block *b)
+{
+    if (b->lprev != NULL)
+        b->lprev->lnext = b->lnext;
+    else
+        l->head = b->lnext;
+    if (b->lnext != NULL)
+        b->lnext->lprev = b->lprev;
+    else
+        l->tail = b->lprev;
+    l->n--;
+    b->lnext = b->lprev = NULL;
+    b->where = W_NONE;
+}
+
+/* ---- blocks ---- */
+
+static inline struct block *block_of(const fa_pool *pool, const void *obj)
 {
     return (struct block *)((uintptr_t)obj & ~(uintptr_t)(pool->block_size - 1));
 }
 
-/* Push a list of n objects onto gpool g (lock held). */
-static void gpool_push_locked(fa_pool *pool, struct gpool *g, void *head, size_t n)
+static inline uintptr_t first_obj(const fa_pool *pool, const struct block *b)
 {
-    if (n == pool->handover) {
-        NEXT_LIST(head) = g->full;
-        g->full = head;
-        g->nfull++;
+    return (uintptr_t)b + pool->data_off + pool->link_off;
+}
+
+static inline intptr_t negoff(const fa_pool *pool)
+{
+    return -(intptr_t)pool->link_off;
+}
+
+/* Cut again from the start: every object is free (out == 0, so no remote
+ * put is pending either) and the list can be dropped for address order. */
+static void block_reset(fa_pool *pool, struct block *b)
+{
+    b->free = NULL;
+    b->bump = first_obj(pool, b);
+}
+
+/* Remote puts: a push, then the count.  A taker reads the count first, so
+ * every put it counts is in the list it takes or in an earlier one; `out`
+ * can lag the truth but never run ahead of it, and out == 0 means that
+ * every object is back on the free list. */
+static void remote_push(struct block *b, void *u, intptr_t off)
+{
+    void *old = __atomic_load_n(&b->remote, __ATOMIC_RELAXED);
+    do
+        LINK(u, off) = old;
+    while (!__atomic_compare_exchange_n(&b->remote, &old, u, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+    __atomic_fetch_add(&b->nremote, 1, __ATOMIC_RELEASE);
+}
+
+/* The owner, or the holder of the global pool's lock for an unowned block.
+ * Returns the remote list; *counted = puts newly counted. */
+static void *remote_take(struct block *b, int64_t *counted)
+{
+    uint64_t c = __atomic_load_n(&b->nremote, __ATOMIC_ACQUIRE);
+    *counted = (int64_t)(c - b->nremote_seen);
+    b->nremote_seen = c;
+    if (__atomic_load_n(&b->remote, __ATOMIC_RELAXED) == NULL)
+        return NULL;
+    return __atomic_exchange_n(&b->remote, NULL, __ATOMIC_ACQUIRE);
+}
+
+/* Move a non-current block's remote puts onto its free list. */
+static void block_collect(fa_pool *pool, struct block *b)
+{
+    int64_t n;
+    void *r = remote_take(b, &n);
+    b->out -= n;
+    if (r == NULL)
         return;
+    if (b->free != NULL) {
+        void *t = r;
+        while (LINK(t, negoff(pool)) != NULL)
+            t = LINK(t, negoff(pool));
+        LINK(t, negoff(pool)) = b->free;
     }
-    /* Shorter lists are merged into the partial one, object by object. */
-    while (head != NULL) {
-        void *next = NEXT(head);
-        NEXT(head) = g->partial;
-        g->partial = head;
-        if (++g->npartial == pool->handover) {
-            NEXT_LIST(g->partial) = g->full;
-            g->full = g->partial;
-            g->nfull++;
-            g->partial = NULL;
-            g->npartial = 0;
-        }
-        head = next;
-    }
+    b->free = r;
 }
 
-/* Take one list from g (lock held); returns its length. */
-static size_t gpool_pop_locked(fa_pool *pool, struct gpool *g, void **head)
+static int block_has_remote(const struct block *b)
 {
-    if (g->full != NULL) {
-        *head = g->full;
-        g->full = NEXT_LIST(g->full);
-        g->nfull--;
-        return pool->handover;
-    }
-    if (g->partial != NULL) {
-        size_t n = g->npartial;
-        *head = g->partial;
-        g->partial = NULL;
-        g->npartial = 0;
-        return n;
-    }
-    return 0;
+    return __atomic_load_n(&b->remote, __ATOMIC_RELAXED) != NULL ||
+           __atomic_load_n(&b->nremote, __ATOMIC_RELAXED) != b->nremote_seen;
 }
 
-static size_t global_free(fa_pool *pool)
+/* A new block, not in any list.  grow held.  NULL when the pool is at its
+ * cap or the OS refuses. */
+static struct block *block_new(fa_pool *pool, struct lpool *owner)
 {
-    size_t n = 0;
-    for (unsigned i = 0; i < pool->ngpools; i++)
-        n += __atomic_load_n(&pool->g[i].nfull, __ATOMIC_RELAXED) * pool->handover +
-             __atomic_load_n(&pool->g[i].npartial, __ATOMIC_RELAXED);
-    return n;
+    size_t objs = pool->per_block;
+    if (pool->max_objects) {
+        if (pool->reserved >= pool->max_objects)
+            return NULL;
+        if (objs > pool->max_objects - pool->reserved)
+            objs = pool->max_objects - pool->reserved;
+    }
+    if (pool->max_bytes && pool->bytes_os + pool->block_size > pool->max_bytes)
+        return NULL;
+    if (pool->spare == pool->spare_end) {
+        size_t n = CHUNK_BLOCKS;
+        if (pool->max_bytes && n * pool->block_size > pool->max_bytes - pool->bytes_os)
+            n = (pool->max_bytes - pool->bytes_os) / pool->block_size;
+        if (n == 0)
+            n = 1;
+        char *p = fa__os_map(n * pool->block_size, pool->block_size);
+        if (p == NULL)
+            return NULL;
+        pool->spare = p;
+        pool->spare_end = p + n * pool->block_size;
+    }
+    /* Fresh from mmap or from a trimmed-away spare range: zero. */
+    struct block *b = (struct block *)pool->spare;
+    pool->spare += pool->block_size;
+    pool->bytes_os += pool->block_size;
+    if (pool->bytes_os > pool->bytes_peak)
+        pool->bytes_peak = pool->bytes_os;
+    pool->reserved += objs;
+    b->owner = owner;
+    b->bump = b->built_end = first_obj(pool, b);
+    b->end = b->bump + objs * pool->slot;
+    b->next = pool->blocks;
+    pool->blocks = b;
+    return b;
+}
+
+/* Cut one object from b's uncut part, constructing it if it is new. */
+static void *cut_one(fa_pool *pool, struct block *b)
+{
+    uintptr_t u = b->bump;
+    if (u >= b->end)
+        return NULL;
+    b->bump = u + pool->slot;
+    if (u >= b->built_end) {
+        if (pool->ctor)
+            pool->ctor((void *)u, pool->arg);
+        b->built_end = b->bump;
+    }
+    return (void *)u;
 }
 
 /* ---- local pools ---- */
+
+static inline int64_t cur_out(const struct lpool *lp)
+{
+    return lp->out0 + (int64_t)(lp->gets - lp->gets0) - (int64_t)(lp->puts - lp->puts0);
+}
+
+static void open_cur(struct lpool *lp, struct block *b)
+{
+    lp->last = NULL;
+    lp->cur = b;
+    lp->cur_base = (uintptr_t)b;
+    lp->head = b->free;
+    b->free = NULL;
+    b->where = W_CUR;
+    lp->out0 = b->out;
+    lp->gets0 = lp->gets;
+    lp->puts0 = lp->puts;
+}
+
+static struct block *close_cur(struct lpool *lp)
+{
+    struct block *b = lp->cur;
+    b->out = cur_out(lp);
+    b->free = lp->head;
+    b->where = W_NONE;
+    lp->head = NULL;
+    lp->cur = NULL;
+    lp->cur_base = 1;
+    return b;
+}
+
+static void maybe_idle_trim(fa_pool *pool);
+
+/* An all-free block leaves the thread: the hand-over. */
+static void hand_over_empty(fa_pool *pool, struct gpool *g, struct block *b, uint64_t now)
+{
+    fa__lock(&g->lock);
+    b->owner = NULL;
+    b->stamp_ms = now;
+    bl_push(&g->empty, b, W_GEMPTY);
+    fa__unlock(&g->lock);
+    (void)pool;
+}
+
+static inline int has_built_free(const fa_pool *pool, const struct block *b)
+{
+    (void)pool;
+    return b->free != NULL || b->bump < b->built_end;
+}
+
+/* File a block that just stopped being current.  May hand it over. */
+static void place(fa_pool *pool, struct lpool *lp, struct block *b)
+{
+    if (b->out == 0 && b->built_end > first_obj(pool, b)) {
+        if (lp->spare.n < lp->spare_max) {
+            bl_push(&lp->spare, b, W_SPARE);
+        } else {
+            hand_over_empty(pool, lp->g, b, now_ms());
+            maybe_idle_trim(pool);
+        }
+    } else if (has_built_free(pool, b)) {
+        bl_push(&lp->avail, b, W_AVAIL);
+    } else if (b->bump < b->end) {
+        bl_push(&lp->fresh, b, W_FRESH);
+    } else {
+        bl_push(&lp->full, b, W_FULL);
+    }
+}
 
 static struct lpool *lp_new(fa_pool *pool)
 {
@@ -230,14 +449,16 @@ static struct lpool *lp_new(fa_pool *pool)
         return NULL;
     memset(lp, 0, sizeof *lp);
     lp->pool = pool;
-    lp->link_off = pool->link_off;
-    lp->room = (int32_t)pool->handover;
+    lp->negoff = negoff(pool);
+    lp->mask = ~(uintptr_t)(pool->block_size - 1);
+    lp->cur_base = 1;
+    lp->spare_max = pool->spare_max;
     lp->g = &pool->g[pool->rr++ % pool->ngpools];
     return lp;
 }
 
 /* The calling thread's local pool for pool, created on first use; NULL in a
- * thread that is exiting or when there is no memory for it. */
+ * thread that is exiting, for a debug pool, or without memory for it. */
 static struct lpool *my_lp(fa_pool *pool)
 {
     struct tls_array *arr = pool_tls;
@@ -277,28 +498,39 @@ static struct lpool *my_lp(fa_pool *pool)
     return lp;
 }
 
-/* Give a local pool's free objects and block back to the pool (grow held). */
+/* Every block of a local pool goes to its global pool (grow held). */
 static void lp_retire(fa_pool *pool, struct lpool *lp)
 {
-    size_t n = pool->handover - (size_t)lp->room;
-    if (n > 0) {
-        fa__lock(&lp->g->lock);
-        gpool_push_locked(pool, lp->g, lp->head, n);
-        fa__unlock(&lp->g->lock);
+    struct gpool *g = lp->g;
+    uint64_t now = now_ms();
+    lp->last = lp->emptied = NULL;
+    fa__lock(&g->lock);
+    if (lp->cur != NULL) {
+        struct block *b = close_cur(lp);
+        b->owner = NULL;
+        b->stamp_ms = now;
+        if (b->out == 0)
+            bl_push(&g->empty, b, W_GEMPTY);
+        else
+            bl_push(&g->part, b, W_GPART);
     }
-    lp->head = NULL;
-    lp->room = (int32_t)pool->handover;
-    if (lp->blk != NULL) {
-        lp->blk->owned = 0;
-        if (lp->blk->bump < lp->blk->end && !lp->blk->parked) {
-            lp->blk->parked = 1;
-            lp->blk->next_parked = pool->parked;
-            pool->parked = lp->blk;
+    struct blist *from[4] = {&lp->avail, &lp->fresh, &lp->full, &lp->spare};
+    for (int i = 0; i < 4; i++) {
+        struct block *b;
+        while ((b = from[i]->head) != NULL) {
+            bl_remove(from[i], b);
+            b->owner = NULL;
+            b->stamp_ms = now;
+            if (b->out == 0)
+                bl_push(&g->empty, b, W_GEMPTY);
+            else
+                bl_push(&g->part, b, W_GPART);
         }
-        lp->blk = NULL;
     }
+    fa__unlock(&g->lock);
     pool->gets_retired += lp->gets;
-    lp->gets = 0;
+    pool->puts_retired += lp->puts;
+    lp->gets = lp->puts = lp->gets0 = lp->puts0 = 0;
 }
 
 static void thread_exit(void *arg)
@@ -326,215 +558,230 @@ static void thread_exit(void *arg)
     fa__unlock(&registry);
 }
 
-/* ---- blocks ---- */
-
-/* A block to cut from: a parked one, else a new one.  grow held.  NULL when
- * the pool is at its cap or the OS refuses. */
-static struct block *block_get(fa_pool *pool)
-{
-    struct block *b = pool->parked;
-    if (b != NULL) {
-        pool->parked = b->next_parked;
-        b->parked = 0;
-        b->owned = 1;
-        return b;
-    }
-    size_t objs = pool->per_block;
-    if (pool->max_objects) {
-        if (pool->reserved >= pool->max_objects)
-            return NULL;
-        if (objs > pool->max_objects - pool->reserved)
-            objs = pool->max_objects - pool->reserved;
-    }
-    if (pool->max_bytes && pool->bytes_os + pool->block_size > pool->max_bytes)
-        return NULL;
-    if (pool->spare == pool->spare_end) {
-        size_t n = CHUNK_BLOCKS;
-        if (pool->max_bytes && n * pool->block_size > pool->max_bytes - pool->bytes_os)
-            n = (pool->max_bytes - pool->bytes_os) / pool->block_size;
-        if (n == 0)
-            n = 1;
-        char *p = fa__os_map(n * pool->block_size, pool->block_size);
-        if (p == NULL)
-            return NULL;
-        pool->spare = p;
-        pool->spare_end = p + n * pool->block_size;
-    }
-    b = (struct block *)pool->spare;
-    pool->spare += pool->block_size;
-    pool->bytes_os += pool->block_size;
-    if (pool->bytes_os > pool->bytes_peak)
-        pool->bytes_peak = pool->bytes_os;
-    pool->reserved += objs;
-    b->bump = (uintptr_t)b + pool->data_off;
-    b->end = b->bump + objs * pool->slot;
-    b->owned = 1;
-    b->next = pool->blocks;
-    pool->blocks = b;
-    return b;
-}
-
-/* Cut up to n objects from the local pool's block into a list. */
-static size_t carve(fa_pool *pool, struct block *b, void **head, size_t n)
-{
-    void *list = NULL;
-    size_t got = 0;
-    while (got < n && b->bump < b->end) {
-        void *o = (void *)b->bump;
-        b->bump += pool->slot;
-        b->carved++;
-        if (pool->ctor)
-            pool->ctor((char *)o + pool->link_off, pool->arg);
-        NEXT(o) = list;
-        list = o;
-        got++;
-    }
-    *head = list;
-    return got;
-}
-
-/* ---- get / put ---- */
+/* ---- get ---- */
 
 static void *debug_get(fa_pool *pool);
 static void debug_put(fa_pool *pool, void *obj);
 
-static FA_NOINLINE void *get_slow(fa_pool *pool)
+/* A block from the global pools for lp: one with objects out first (it
+ * packs the pool), else an all-free one.  NULL when they have none. */
+static struct block *adopt(fa_pool *pool, struct lpool *lp, int built_only)
 {
-    struct lpool *lp = my_lp(pool);
-    if (lp == NULL) {
-        if (pool->debug)
-            return debug_get(pool);
-        /* Exiting thread: one object straight from the pool. */
-        pthread_mutex_lock(&pool->grow);
-        void *o = NULL;
-        for (unsigned i = 0; i < pool->ngpools && o == NULL; i++) {
-            void *h;
-            fa__lock(&pool->g[i].lock);
-            size_t n = gpool_pop_locked(pool, &pool->g[i], &h);
-            if (n > 0) {
-                o = h;
-                if (n > 1)
-                    gpool_push_locked(pool, &pool->g[i], NEXT(h), n - 1);
+    unsigned first = (unsigned)(lp->g - pool->g);
+    for (unsigned k = 0; k < pool->ngpools; k++) {
+        struct gpool *g = &pool->g[(first + k) % pool->ngpools];
+        if (__atomic_load_n(&g->part.n, __ATOMIC_RELAXED) == 0 &&
+            __atomic_load_n(&g->empty.n, __ATOMIC_RELAXED) == 0)
+            continue;
+        fa__lock(&g->lock);
+        struct block *b = NULL;
+        for (int s = 0; s < SCAN && g->part.head != NULL; s++) {
+            struct block *c = g->part.head;
+            bl_remove(&g->part, c);
+            block_collect(pool, c);
+            if (has_built_free(pool, c) || (c->out == 0 && c->built_end > first_obj(pool, c)) ||
+                (!built_only && c->bump < c->end)) {
+                b = c;
+                break;
             }
-            fa__unlock(&pool->g[i].lock);
+            bl_push_tail(&g->part, c, W_GPART);
         }
-        if (o == NULL) {
-            struct block *b = block_get(pool);
-            if (b != NULL) {
-                carve(pool, b, &o, 1);
-                b->owned = 0;
-                if (b->bump < b->end && !b->parked) {
-                    b->parked = 1;
-                    b->next_parked = pool->parked;
-                    pool->parked = b;
+        if (b == NULL && g->empty.head != NULL &&
+            (!built_only || g->empty.head->built_end > first_obj(pool, g->empty.head))) {
+            b = g->empty.head;
+            bl_remove(&g->empty, b);
+        }
+        if (b != NULL)
+            b->owner = lp;
+        fa__unlock(&g->lock);
+        if (b != NULL) {
+            if (b->out == 0)
+                block_reset(pool, b);
+            return b;
+        }
+    }
+    return NULL;
+}
+
+/* One of lp's full blocks that has had remote puts; up to `scan` looked at. */
+static struct block *full_with_remote(fa_pool *pool, struct lpool *lp, size_t scan)
+{
+    for (size_t s = 0; s < scan && lp->full.head != NULL; s++) {
+        struct block *b = lp->full.head;
+        bl_remove(&lp->full, b);
+        if (block_has_remote(b)) {
+            block_collect(pool, b);
+            if (b->out == 0)
+                block_reset(pool, b);
+            if (b->free != NULL || b->bump < b->end)
+                return b;
+        }
+        bl_push_tail(&lp->full, b, W_FULL);
+    }
+    return NULL;
+}
+
+/* The next block for lp to serve from, taken out of its list.  Free
+ * objects already built come first (built_only), then objects never cut. */
+static struct block *next_block(fa_pool *pool, struct lpool *lp, int built_only)
+{
+    struct block *b;
+    if (built_only) {
+        if ((b = lp->last) != NULL && b->where == W_AVAIL) {
+            lp->last = NULL;
+            bl_remove(&lp->avail, b);
+            return b;
+        }
+        if ((b = lp->avail.head) != NULL) {
+            bl_remove(&lp->avail, b);
+            return b;
+        }
+        if ((b = lp->spare.head) != NULL) {
+            bl_remove(&lp->spare, b);
+            block_reset(pool, b);
+            return b;
+        }
+        if ((b = full_with_remote(pool, lp, SCAN)) != NULL)
+            return b;
+        return adopt(pool, lp, 1);
+    }
+    if ((b = lp->fresh.head) != NULL) {
+        bl_remove(&lp->fresh, b);
+        return b;
+    }
+    if ((b = adopt(pool, lp, 0)) != NULL)
+        return b;
+    pthread_mutex_lock(&pool->grow);
+    b = block_new(pool, lp);
+    pthread_mutex_unlock(&pool->grow);
+    if (b != NULL) {
+        maybe_idle_trim(pool);
+        return b;
+    }
+    /* At the cap: look at every full block before giving up. */
+    return full_with_remote(pool, lp, lp->full.n);
+}
+
+/* Get for a thread with no local pool (exiting, or no memory for one): one
+ * object from an unowned block, or from a new one left unowned. */
+static void *get_unowned(fa_pool *pool)
+{
+    pthread_mutex_lock(&pool->grow);
+    void *o = NULL;
+    for (unsigned i = 0; i < pool->ngpools && o == NULL; i++) {
+        struct gpool *g = &pool->g[i];
+        fa__lock(&g->lock);
+        struct blist *ls[2] = {&g->part, &g->empty};
+        for (int k = 0; k < 2 && o == NULL; k++) {
+            for (struct block *b = ls[k]->head; b != NULL && o == NULL; b = b->lnext) {
+                block_collect(pool, b);
+                if (b->free != NULL) {
+                    o = b->free;
+                    b->free = LINK(o, negoff(pool));
+                } else {
+                    o = cut_one(pool, b);
+                }
+                if (o != NULL) {
+                    b->out++;
+                    if (k == 1) {
+                        bl_remove(&g->empty, b);
+                        bl_push(&g->part, b, W_GPART);
+                    }
                 }
             }
         }
-        if (o != NULL)
-            pool->gets_retired++;
-        pthread_mutex_unlock(&pool->grow);
-        if (o == NULL) {
+        fa__unlock(&g->lock);
+    }
+    if (o == NULL) {
+        struct block *b = block_new(pool, NULL);
+        if (b != NULL) {
+            o = cut_one(pool, b);
+            b->out = 1;
+            fa__lock(&pool->g[0].lock);
+            bl_push(&pool->g[0].part, b, W_GPART);
+            fa__unlock(&pool->g[0].lock);
+        }
+    }
+    if (o != NULL)
+        pool->gets_retired++;
+    pthread_mutex_unlock(&pool->grow);
+    if (o == NULL)
+        errno = ENOMEM;
+    return o;
+}
+
+/* Link up to CUT_BATCH objects of b from its bump pointer, in address
+ * order, below lim; the first is returned, the rest become lp's list. */
+static void *cut_batch(fa_pool *pool, struct lpool *lp, struct block *b, uintptr_t lim)
+{
+    uintptr_t u = b->bump;
+    size_t n = (lim - u) / pool->slot;
+    if (n > CUT_BATCH)
+        n = CUT_BATCH;
+    uintptr_t last = u + (n - 1) * pool->slot;
+    for (uintptr_t p = u; p < last; p += pool->slot)
+        LINK(p, lp->negoff) = (void *)(p + pool->slot);
+    LINK(last, lp->negoff) = NULL;
+    b->bump = last + pool->slot;
+    if (b->bump > b->built_end)
+        b->built_end = b->bump;
+    lp->head = LINK(u, lp->negoff);
+    lp->gets++;
+    return (void *)u;
+}
+
+static FA_NOINLINE void *get_slow(fa_pool *pool)
+{
+    struct lpool *lp = pool_tls->lp[pool->id];
+    if (lp == &empty_lp) {
+        lp = my_lp(pool);
+        if (lp == NULL)
+            return pool->debug ? debug_get(pool) : get_unowned(pool);
+        if (lp->head != NULL)
+            return fa_pool_get(pool);
+    }
+    for (;;) {
+        struct block *b = lp->cur;
+        if (b != NULL) {
+            /* Objects built before, cut again in address order. */
+            if (b->bump < b->built_end)
+                return cut_batch(pool, lp, b, b->built_end);
+            int64_t n;
+            void *r = remote_take(b, &n);
+            lp->out0 -= n;
+            if (r != NULL) {
+                lp->head = r;
+                return fa_pool_get(pool);
+            }
+            if (cur_out(lp) == 0 && b->built_end > first_obj(pool, b)) {
+                /* Everything came back: cut it again, in order. */
+                block_reset(pool, b);
+                continue;
+            }
+        }
+        /* Free objects in other blocks come before new ones. */
+        struct block *nb = next_block(pool, lp, 1);
+        if (nb == NULL && b != NULL && b->bump < b->end) {
+            /* A pool with a ctor builds one object a call, so that exactly
+             * the objects handed out have been constructed. */
+            if (pool->ctor) {
+                lp->gets++;
+                return cut_one(pool, b);
+            }
+            return cut_batch(pool, lp, b, b->end);
+        }
+        if (b != NULL)
+            place(pool, lp, close_cur(lp));
+        if (nb == NULL)
+            nb = next_block(pool, lp, 0);
+        if (nb == NULL) {
             errno = ENOMEM;
             return NULL;
         }
-        return (char *)o + pool->link_off;
+        open_cur(lp, nb);
+        if (lp->head != NULL)
+            return fa_pool_get(pool);
     }
-    void *head = NULL;
-    size_t n = 0;
-    /* 1. a whole list from our global pool, then from the others */
-    unsigned first = (unsigned)(lp->g - pool->g);
-    for (unsigned k = 0; k < pool->ngpools && n == 0; k++) {
-        struct gpool *g = &pool->g[(first + k) % pool->ngpools];
-        if (__atomic_load_n(&g->nfull, __ATOMIC_RELAXED) == 0 &&
-            __atomic_load_n(&g->npartial, __ATOMIC_RELAXED) == 0)
-            continue;
-        fa__lock(&g->lock);
-        n = gpool_pop_locked(pool, g, &head);
-        fa__unlock(&g->lock);
-    }
-    /* Idle-trim bookkeeping: the fewest objects the global pools held. */
-    size_t gf = n == 0 ? 0 : global_free(pool);
-    if (gf < __atomic_load_n(&pool->low_water, __ATOMIC_RELAXED))
-        __atomic_store_n(&pool->low_water, gf, __ATOMIC_RELAXED);
-    if (n == 0) {
-        /* 2. cut from our block; 3. a new block */
-        if (lp->blk == NULL || lp->blk->bump >= lp->blk->end) {
-            pthread_mutex_lock(&pool->grow);
-            if (lp->blk != NULL)
-                lp->blk->owned = 0;
-            lp->blk = block_get(pool);
-            pthread_mutex_unlock(&pool->grow);
-            if (lp->blk == NULL) {
-                errno = ENOMEM;
-                return NULL;
-            }
-        }
-        /* A plain pool cuts a whole list at once; one with a ctor or dtor cuts
-         * one object a call, so that exactly the objects handed out have
-         * been constructed. */
-        n = carve(pool, lp->blk, &head, pool->ctor || pool->dtor ? 1 : pool->handover);
-    }
-    void *o = head;
-    lp->head = NEXT(o);
-    lp->room = (int32_t)(pool->handover - (n - 1));
-    lp->gets++;
-    return (char *)o + pool->link_off;
-}
-
-static size_t trim_locked(fa_pool *pool);
-
-static void maybe_idle_trim(fa_pool *pool)
-{
-    if (pool->idle_ms < 0 ||
-        (__atomic_add_fetch(&pool->tick, 1, __ATOMIC_RELAXED) % IDLE_CHECK_EVERY) != 0)
-        return;
-    uint64_t now = now_ms();
-    if (now - __atomic_load_n(&pool->last_check_ms, __ATOMIC_RELAXED) < (uint64_t)pool->idle_ms)
-        return;
-    /* Objects that stayed free in the global pools for a whole interval are
-     * not needed: the policy gives back the blocks they fill. */
-    size_t low = __atomic_exchange_n(&pool->low_water, global_free(pool), __ATOMIC_RELAXED);
-    __atomic_store_n(&pool->last_check_ms, now, __ATOMIC_RELAXED);
-    if (low >= pool->per_block && pthread_mutex_trylock(&pool->grow) == 0) {
-        trim_locked(pool);
-        pthread_mutex_unlock(&pool->grow);
-    }
-}
-
-static FA_NOINLINE void put_slow(fa_pool *pool, void *obj)
-{
-    struct lpool *lp = pool_tls->lp[pool->id];
-    void *user = obj;
-    obj = (char *)obj - pool->link_off;
-    if (lp == &empty_lp) {
-        empty_lp.room = FA_AVAIL_NEVER_POOL;
-        lp = my_lp(pool);
-        if (lp == NULL) {
-            if (pool->debug) {
-                debug_put(pool, user);
-                return;
-            }
-            fa__lock(&pool->g[0].lock);
-            NEXT(obj) = NULL;
-            gpool_push_locked(pool, &pool->g[0], obj, 1);
-            fa__unlock(&pool->g[0].lock);
-            return;
-        }
-    } else {
-        lp->room++; /* undo the fast path's decrement */
-        if (lp->room <= 0) {
-            /* The list is full: it moves whole to the global pool. */
-            fa__lock(&lp->g->lock);
-            gpool_push_locked(pool, lp->g, lp->head, pool->handover);
-            fa__unlock(&lp->g->lock);
-            lp->head = NULL;
-            lp->room = (int32_t)pool->handover;
-            maybe_idle_trim(pool);
-        }
-    }
-    NEXT(obj) = lp->head;
-    lp->head = obj;
-    lp->room--;
 }
 
 void *fa_pool_get(fa_pool *pool)
@@ -543,22 +790,193 @@ void *fa_pool_get(fa_pool *pool)
     void *o = lp->head;
     if (FA_UNLIKELY(o == NULL))
         return get_slow(pool);
-    lp->head = NEXT(o);
-    lp->room++;
+    lp->head = LINK(o, lp->negoff);
     lp->gets++;
-    return (char *)o + lp->link_off;
+    return o;
+}
+
+/* ---- put ---- */
+
+static void unlist(struct lpool *lp, struct block *b)
+{
+    switch (b->where) {
+    case W_AVAIL: bl_remove(&lp->avail, b); break;
+    case W_FRESH: bl_remove(&lp->fresh, b); break;
+    case W_FULL: bl_remove(&lp->full, b); break;
+    case W_SPARE: bl_remove(&lp->spare, b); break;
+    default: break;
+    }
+}
+
+/* A put emptied b (all its objects are back).  b is where the next get
+ * starts, so it stays; the block emptied before it, if still all free and
+ * not current, is filed now: spare or handed over. */
+static FA_NOINLINE void put_emptied(fa_pool *pool, struct lpool *lp, struct block *b)
+{
+    struct block *p = lp->emptied;
+    lp->emptied = b;
+    if (p != NULL && p != b && p->where == W_AVAIL && p->out == 0 && p != lp->last) {
+        bl_remove(&lp->avail, p);
+        place(pool, lp, p);
+    }
+}
+
+static FA_NOINLINE void put_slow(fa_pool *pool, void *obj)
+{
+    struct lpool *lp = pool_tls->lp[pool->id];
+    if (pool->debug) {
+        debug_put(pool, obj);
+        return;
+    }
+    struct block *b = block_of(pool, obj);
+    if (lp == &empty_lp || b->owner != lp) {
+        /* Not ours (or no local pool): the owner takes it back later. */
+        remote_push(b, obj, negoff(pool));
+        return;
+    }
+    /* One of our blocks, not the current one: the object goes onto the
+     * block's own list, and the block is remembered so that the next get
+     * starts there (the object put last is the one got next).  There is no
+     * current block until then, so that a get cannot miss it. */
+    if (lp->cur != NULL)
+        place(pool, lp, close_cur(lp));
+    LINK(obj, lp->negoff) = b->free;
+    b->free = obj;
+    lp->puts++;
+    lp->last = b;
+    if (b->where != W_AVAIL) {
+        unlist(lp, b);
+        bl_push(&lp->avail, b, W_AVAIL);
+    }
+    if (--b->out == 0)
+        put_emptied(pool, lp, b);
 }
 
 void fa_pool_put(fa_pool *pool, void *obj)
 {
     struct lpool *lp = pool_tls->lp[pool->id];
-    if (FA_UNLIKELY(--lp->room < 0)) {
-        put_slow(pool, obj);
+    uintptr_t base = (uintptr_t)obj & lp->mask;
+    if (FA_LIKELY(base == lp->cur_base)) {
+        LINK(obj, lp->negoff) = lp->head;
+        lp->head = obj;
+        lp->puts++;
         return;
     }
-    void *s = (char *)obj - lp->link_off;
-    NEXT(s) = lp->head;
-    lp->head = s;
+    /* Objects put in random order land in many blocks: a put into one of
+     * the thread's own blocks, with no block current, stays short too,
+     * which keeps more of the caller's cache misses in flight. */
+    struct block *b = (struct block *)base;
+    if (FA_LIKELY(lp->cur == NULL && b->owner == lp && b->where == W_AVAIL)) {
+        LINK(obj, lp->negoff) = b->free;
+        b->free = obj;
+        lp->puts++;
+        lp->last = b;
+        if (FA_UNLIKELY(--b->out == 0))
+            put_emptied(pool, lp, b);
+        return;
+    }
+    put_slow(pool, obj);
+}
+
+/* ---- trim ---- */
+
+/* Unmap a block (grow held, in no list) after dtor on its objects, which
+ * are all free. */
+static size_t block_release(fa_pool *pool, struct block *b)
+{
+    if (pool->dtor)
+        for (uintptr_t u = first_obj(pool, b); u < b->built_end; u += pool->slot)
+            pool->dtor((void *)u, pool->arg);
+    pool->remote_retired += b->nremote;
+    pool->reserved -= (b->end - first_obj(pool, b)) / pool->slot;
+    pool->bytes_os -= pool->block_size;
+    fa__os_unmap(b, pool->block_size);
+    return pool->block_size;
+}
+
+static size_t debug_trim_locked(fa_pool *pool);
+
+/* Release the unowned blocks whose objects are all free and that entered a
+ * global pool at or before `before` (UINT64_MAX: all).  grow held. */
+static size_t trim_locked(fa_pool *pool, uint64_t before)
+{
+    pool->trims++;
+    if (pool->debug)
+        return debug_trim_locked(pool);
+    uint64_t now = now_ms();
+    for (unsigned i = 0; i < pool->ngpools; i++) {
+        struct gpool *g = &pool->g[i];
+        fa__lock(&g->lock);
+        /* Blocks that remote puts emptied join the empty list. */
+        for (struct block *b = g->part.head, *next; b != NULL; b = next) {
+            next = b->lnext;
+            block_collect(pool, b);
+            if (b->out == 0) {
+                bl_remove(&g->part, b);
+                b->stamp_ms = now;
+                bl_push(&g->empty, b, W_GEMPTY);
+            }
+        }
+        for (struct block *b = g->empty.tail, *prev; b != NULL; b = prev) {
+            prev = b->lprev;
+            if (b->stamp_ms <= before) {
+                bl_remove(&g->empty, b);
+                b->doomed = 1;
+            }
+        }
+        fa__unlock(&g->lock);
+    }
+    size_t released = 0;
+    struct block **pp = &pool->blocks;
+    while (*pp != NULL) {
+        struct block *b = *pp;
+        if (b->doomed) {
+            *pp = b->next;
+            released += block_release(pool, b);
+        } else {
+            pp = &b->next;
+        }
+    }
+    /* Mapped blocks never handed out go too. */
+    if (before == UINT64_MAX && pool->spare != pool->spare_end) {
+        fa__os_unmap(pool->spare, (size_t)(pool->spare_end - pool->spare));
+        pool->spare = pool->spare_end = NULL;
+    }
+    return released;
+}
+
+/* The idle policy: a block that has sat all free in a global pool for
+ * idle_trim_ms goes back to the OS.  Looked at on the pool's slow paths
+ * (hand-overs and growth), every IDLE_CHECK_EVERY of them, at most four
+ * times per delay. */
+static void maybe_idle_trim(fa_pool *pool)
+{
+    if (pool->idle_ms < 0 ||
+        (__atomic_add_fetch(&pool->tick, 1, __ATOMIC_RELAXED) % IDLE_CHECK_EVERY) != 0)
+        return;
+    uint64_t now = now_ms();
+    uint64_t last = __atomic_load_n(&pool->last_check_ms, __ATOMIC_RELAXED);
+    if (now - last < (uint64_t)pool->idle_ms / 4)
+        return;
+    if (pthread_mutex_trylock(&pool->grow) != 0)
+        return;
+    __atomic_store_n(&pool->last_check_ms, now, __ATOMIC_RELAXED);
+    if (now >= (uint64_t)pool->idle_ms)
+        trim_locked(pool, now - (uint64_t)pool->idle_ms);
+    pthread_mutex_unlock(&pool->grow);
+}
+
+size_t fa_pool_trim(fa_pool *pool)
+{
+    pthread_mutex_lock(&pool->grow);
+    /* The caller's own local pool is handed over first, so a pool used by
+     * one thread can be trimmed to nothing. */
+    struct lpool *lp = pool_tls->lp[pool->id];
+    if (lp != &empty_lp)
+        lp_retire(pool, lp);
+    size_t r = trim_locked(pool, UINT64_MAX);
+    pthread_mutex_unlock(&pool->grow);
+    return r;
 }
 
 /* ---- debug pools: every call is checked, under the grow mutex ---- */
@@ -572,79 +990,91 @@ static struct block *debug_find_block(fa_pool *pool, void *obj)
     return NULL;
 }
 
+static size_t slot_index(fa_pool *pool, struct block *b, void *u)
+{
+    return ((uintptr_t)u - first_obj(pool, b)) / pool->slot;
+}
+
 static void *debug_get(fa_pool *pool)
 {
     pthread_mutex_lock(&pool->grow);
-    void *o = NULL;
-    struct gpool *g = &pool->g[0];
-    fa__lock(&g->lock);
-    if (g->partial != NULL) { /* the most recent put is on top of it */
-        o = g->partial;
-        g->partial = NEXT(o);
-        g->npartial--;
-    } else if (g->full != NULL) {
-        o = g->full;
-        g->full = NEXT_LIST(o);
-        g->nfull--;
-        if (NEXT(o) != NULL) { /* the rest becomes the partial list */
-            g->partial = NEXT(o);
-            g->npartial = pool->handover - 1;
-        }
-    }
-    fa__unlock(&g->lock);
-    if (o == NULL) {
-        struct block *b = pool->parked;
+    void *o = pool->dbg_free;
+    if (o != NULL) {
+        pool->dbg_free = LINK(o, negoff(pool));
+    } else {
+        struct block *b = pool->dbg_blk;
         if (b == NULL || b->bump >= b->end) {
-            b = block_get(pool);
+            b = block_new(pool, NULL);
             if (b != NULL) {
-                b->owned = 0;
-                b->parked = 1;
-                b->next_parked = pool->parked;
-                pool->parked = b;
+                b->where = W_DEBUG;
+                pool->dbg_blk = b;
             }
         }
         if (b != NULL)
-            carve(pool, b, &o, 1);
-        if (b != NULL && b->bump >= b->end && pool->parked == b) {
-            pool->parked = b->next_parked;
-            b->parked = 0;
-        }
+            o = cut_one(pool, b);
     }
     if (o != NULL) {
         struct block *b = block_of(pool, o);
-        size_t i = ((uintptr_t)o - (uintptr_t)b - pool->data_off) / pool->slot;
+        size_t i = slot_index(pool, b, o);
         b->bits[i / 64] |= (uint64_t)1 << (i % 64);
+        b->out++;
         pool->gets_retired++;
     } else {
         errno = ENOMEM;
     }
     pthread_mutex_unlock(&pool->grow);
-    return o ? (char *)o + pool->link_off : NULL;
+    return o;
 }
 
-static void debug_put(fa_pool *pool, void *user)
+static void debug_put(fa_pool *pool, void *u)
 {
-    void *obj = (char *)user - pool->link_off;
     pthread_mutex_lock(&pool->grow);
-    struct block *b = debug_find_block(pool, obj);
-    uintptr_t off = b ? (uintptr_t)obj - (uintptr_t)b : 0;
-    if (b == NULL || off < pool->data_off || (off - pool->data_off) % pool->slot != 0 ||
-        (uintptr_t)obj >= b->bump)
-        fa__fatal("fastalloc: fa_pool_put(): %p was not handed out by pool '%s'", user, pool->name);
-    size_t i = (off - pool->data_off) / pool->slot;
+    struct block *b = debug_find_block(pool, u);
+    uintptr_t first = b ? first_obj(pool, b) : 0;
+    if (b == NULL || (uintptr_t)u < first || ((uintptr_t)u - first) % pool->slot != 0 ||
+        (uintptr_t)u >= b->bump)
+        fa__fatal("fastalloc: fa_pool_put(): %p was not handed out by pool '%s'", u, pool->name);
+    size_t i = slot_index(pool, b, u);
     uint64_t bit = (uint64_t)1 << (i % 64);
     if (!(b->bits[i / 64] & bit))
-        fa__fatal("fastalloc: fa_pool_put(): double put of %p in pool '%s'", user, pool->name);
+        fa__fatal("fastalloc: fa_pool_put(): double put of %p in pool '%s'", u, pool->name);
     b->bits[i / 64] &= ~bit;
-    fa__lock(&pool->g[0].lock);
-    NEXT(obj) = NULL;
-    gpool_push_locked(pool, &pool->g[0], obj, 1);
-    fa__unlock(&pool->g[0].lock);
-    pool->puts_slow++;
+    b->out--;
+    LINK(u, negoff(pool)) = pool->dbg_free;
+    pool->dbg_free = u;
+    pool->puts_retired++;
     pthread_mutex_unlock(&pool->grow);
 }
 
-/* ---- create / trim / destroy / stats ---- */
+/* A debug pool's blocks with nothing out go, their objects off the list. */
+static size_t debug_trim_locked(fa_pool *pool)
+{
+    for (struct block *b = pool->blocks; b != NULL; b = b->next)
+        b->doomed = b->out == 0;
+    void **pp = &pool->dbg_free;
+    while (*pp != NULL) {
+        if (block_of(pool, *pp)->doomed)
+            *pp = LINK(*pp, negoff(pool));
+        else
+            pp = &LINK(*pp, negoff(pool));
+    }
+    if (pool->dbg_blk != NULL && pool->dbg_blk->doomed)
+        pool->dbg_blk = NULL;
+    size_t released = 0;
+    struct block **bp = &pool->blocks;
+    while (*bp != NULL) {
+        struct block *b = *bp;
+        if (b->doomed) {
+            *bp = b->next;
+            released += block_release(pool, b);
+        } else {
+            bp = &b->next;
+        }
+    }
+    return released;
+}
+
+/* ---- create / destroy / stats ---- */
 
 fa_pool *fa_pool_create(const fa_pool_options *opt)
 {
@@ -660,11 +1090,10 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
         align = sizeof(void *);
     size_t link_off = 0, slot = opt->object_size;
     if (opt->ctor || opt->dtor)
-        link_off = (2 * sizeof(void *) + align - 1) & ~(align - 1);
-    else if (slot < 2 * sizeof(void *))
-        slot = 2 * sizeof(void *);
+        link_off = (sizeof(void *) + align - 1) & ~(align - 1);
+    else if (slot < sizeof(void *))
+        slot = sizeof(void *);
     slot = (link_off + slot + align - 1) & ~(align - 1);
-    unsigned handover = opt->handover ? opt->handover : DEFAULT_HANDOVER;
     size_t bs = opt->block_size ? opt->block_size : DEFAULT_BLOCK;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     unsigned ng = opt->global_pools;
@@ -692,13 +1121,14 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
         errno = ENOMEM;
         return NULL;
     }
-    pool->handover = handover;
     pool->slot = slot;
     pool->link_off = link_off;
     pool->align = align;
     pool->block_size = bs;
     pool->data_off = hdr;
     pool->per_block = (uint32_t)((bs - hdr) / slot);
+    /* handover: free objects a thread may keep in all-free blocks. */
+    pool->spare_max = opt->handover ? opt->handover / pool->per_block : 1;
     pool->ngpools = ng;
     pool->debug = opt->debug;
     pool->idle_ms = opt->idle_trim_ms == 0 ? DEFAULT_IDLE_MS : opt->idle_trim_ms;
@@ -712,7 +1142,6 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
     pthread_mutex_init(&pool->grow, NULL);
     pool->locals.next = pool->locals.prev = &pool->locals;
     pool->last_check_ms = now_ms();
-    pool->low_water = SIZE_MAX;
 
     fa__lock(&registry);
     unsigned id = 0;
@@ -730,108 +1159,6 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
     return pool;
 }
 
-/* Return every block whose objects are all free.  grow held. */
-static size_t trim_locked(fa_pool *pool)
-{
-    pool->trims++;
-    /* Gather every free object from the global pools. */
-    void *all = NULL;
-    for (unsigned i = 0; i < pool->ngpools; i++) {
-        struct gpool *g = &pool->g[i];
-        fa__lock(&g->lock);
-        void *h;
-        size_t n;
-        while ((n = gpool_pop_locked(pool, g, &h)) > 0) {
-            while (h != NULL) {
-                void *next = NEXT(h);
-                NEXT(h) = all;
-                all = h;
-                h = next;
-            }
-        }
-        fa__unlock(&g->lock);
-    }
-    for (void *o = all; o != NULL; o = NEXT(o))
-        block_of(pool, o)->free_seen++;
-    size_t released = 0;
-    for (struct block *b = pool->blocks; b != NULL; b = b->next)
-        b->doomed = !b->owned && b->free_seen == b->carved;
-    /* Objects of doomed blocks leave the pool: dtor, then the block goes. */
-    void *keep = NULL;
-    size_t nkeep = 0;
-    while (all != NULL) {
-        void *next = NEXT(all);
-        if (block_of(pool, all)->doomed) {
-            if (pool->dtor)
-                pool->dtor((char *)all + pool->link_off, pool->arg);
-        } else {
-            NEXT(all) = keep;
-            keep = all;
-            nkeep++;
-        }
-        all = next;
-    }
-    struct block **pp = &pool->blocks;
-    struct block **parked_pp = &pool->parked;
-    while (*parked_pp != NULL) {
-        if ((*parked_pp)->doomed) {
-            (*parked_pp)->parked = 0;
-            *parked_pp = (*parked_pp)->next_parked;
-        } else {
-            parked_pp = &(*parked_pp)->next_parked;
-        }
-    }
-    while (*pp != NULL) {
-        struct block *b = *pp;
-        b->free_seen = 0;
-        if (b->doomed) {
-            *pp = b->next;
-            size_t uncut = (b->end - b->bump) / pool->slot;
-            pool->reserved -= b->carved + uncut;
-            pool->bytes_os -= pool->block_size;
-            released += pool->block_size;
-            fa__os_unmap(b, pool->block_size);
-        } else {
-            pp = &b->next;
-        }
-    }
-    /* Mapped blocks never handed out go too. */
-    if (pool->spare != pool->spare_end) {
-        fa__os_unmap(pool->spare, (size_t)(pool->spare_end - pool->spare));
-        pool->spare = pool->spare_end = NULL;
-    }
-    /* Survivors go back in lists of `handover`. */
-    for (unsigned i = 0; keep != NULL; i = (i + 1) % pool->ngpools) {
-        void *h = keep;
-        size_t n = 1;
-        void *last = keep;
-        while (n < pool->handover && NEXT(last) != NULL) {
-            last = NEXT(last);
-            n++;
-        }
-        keep = NEXT(last);
-        NEXT(last) = NULL;
-        fa__lock(&pool->g[i].lock);
-        gpool_push_locked(pool, &pool->g[i], h, n);
-        fa__unlock(&pool->g[i].lock);
-    }
-    (void)nkeep;
-    return released;
-}
-
-size_t fa_pool_trim(fa_pool *pool)
-{
-    pthread_mutex_lock(&pool->grow);
-    /* The caller's own local pool is handed over first, so a pool used by
-     * one thread can be trimmed to nothing. */
-    struct lpool *lp = pool_tls->lp[pool->id];
-    if (lp != &empty_lp)
-        lp_retire(pool, lp);
-    size_t r = trim_locked(pool);
-    pthread_mutex_unlock(&pool->grow);
-    return r;
-}
-
 void fa_pool_destroy(fa_pool *pool)
 {
     if (pool == NULL)
@@ -839,7 +1166,7 @@ void fa_pool_destroy(fa_pool *pool)
     fa__lock(&registry);
     pools[pool->id] = NULL;
     pthread_mutex_lock(&pool->grow);
-    /* Every thread's local pool goes: its objects join the global pools. */
+    /* Every thread's local pool goes: its blocks join the global pools. */
     while (pool->locals.next != &pool->locals) {
         struct lpool *lp = pool->locals.next;
         lp_retire(pool, lp);
@@ -849,18 +1176,21 @@ void fa_pool_destroy(fa_pool *pool)
         lp->next = spare_lps;
         spare_lps = lp;
     }
-    for (struct block *b = pool->blocks; b != NULL; b = b->next)
-        b->owned = 0;
-    /* dtor on every free object (objects still out get none). */
-    for (unsigned i = 0; i < pool->ngpools; i++) {
-        void *h;
-        while (gpool_pop_locked(pool, &pool->g[i], &h) > 0) {
-            for (void *o = h; o != NULL;) {
-                void *next = NEXT(o);
-                if (pool->dtor)
-                    pool->dtor((char *)o + pool->link_off, pool->arg);
-                o = next;
-            }
+    /* dtor on every free object (objects still out get none): the free
+     * lists, remote puts, and what a reset block has not cut again. */
+    if (pool->dtor) {
+        for (void *o = pool->dbg_free; o != NULL; o = LINK(o, negoff(pool)))
+            pool->dtor(o, pool->arg);
+        for (struct block *b = pool->blocks; b != NULL; b = b->next) {
+            if (b->where == W_DEBUG)
+                continue;
+            int64_t n;
+            void *lists[2] = {b->free, remote_take(b, &n)};
+            for (int k = 0; k < 2; k++)
+                for (void *o = lists[k]; o != NULL; o = LINK(o, negoff(pool)))
+                    pool->dtor(o, pool->arg);
+            for (uintptr_t u = b->bump; u < b->built_end; u += pool->slot)
+                pool->dtor((void *)u, pool->arg);
         }
     }
     struct block *b = pool->blocks;
@@ -884,23 +1214,34 @@ void fa_pool_stats(fa_pool *pool, fa_pool_stats_t *out)
     out->name = pool->name;
     out->object_size = pool->slot - pool->link_off;
     uint64_t gets = pool->gets_retired;
-    size_t local = 0;
+    uint64_t puts = pool->puts_retired + pool->remote_retired;
     for (struct lpool *lp = pool->locals.next; lp != &pool->locals; lp = lp->next) {
         gets += __atomic_load_n(&lp->gets, __ATOMIC_RELAXED);
-        int32_t room = __atomic_load_n(&lp->room, __ATOMIC_RELAXED);
-        if (room >= 0)
-            local += pool->handover - (size_t)room;
+        puts += __atomic_load_n(&lp->puts, __ATOMIC_RELAXED);
     }
-    size_t global = global_free(pool);
-    size_t carved = 0;
-    for (struct block *b = pool->blocks; b != NULL; b = b->next)
-        carved += b->carved;
+    /* Other threads change their blocks as this runs: the figures are
+     * exact only when the pool is quiet. */
+    size_t local = 0, global = 0;
+    for (struct block *b = pool->blocks; b != NULL; b = b->next) {
+        uint64_t nr = __atomic_load_n(&b->nremote, __ATOMIC_RELAXED);
+        puts += nr;
+        struct lpool *owner = __atomic_load_n(&b->owner, __ATOMIC_RELAXED);
+        int64_t o = (owner != NULL && __atomic_load_n(&owner->cur, __ATOMIC_RELAXED) == b)
+                        ? cur_out(owner)
+                        : __atomic_load_n(&b->out, __ATOMIC_RELAXED);
+        o -= (int64_t)(nr - b->nremote_seen);
+        int64_t built = (int64_t)((b->built_end - first_obj(pool, b)) / pool->slot);
+        size_t f = built > o ? (size_t)(built - o) : 0;
+        if (owner != NULL)
+            local += f;
+        else
+            global += f;
+    }
     out->free_local = local;
     out->free_global = global;
-    out->live = carved > local + global ? carved - local - global : 0;
     out->gets = gets;
-    /* Every object got and no longer live was put. */
-    out->puts = gets - out->live;
+    out->puts = puts;
+    out->live = gets > puts ? (size_t)(gets - puts) : 0;
     out->bytes_os = pool->bytes_os;
     out->bytes_peak = pool->bytes_peak;
     out->trims = pool->trims;

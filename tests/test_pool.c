@@ -203,11 +203,14 @@ static void test_cross_thread_and_exit(void)
         CHECK(st.free_local == 0);
         CHECK(st.free_global >= (size_t)T * n);
         CHECK(st.gets == (unsigned long long)(round + 1) * T * n);
-        /* Later rounds reuse: memory does not grow. */
+        /* Later rounds reuse the first round's blocks.  A producer that
+         * runs out while the others still cut their current blocks takes a
+         * new one: at most one block per thread more, never cumulative. */
         static size_t bytes0;
         if (round == 0)
             bytes0 = st.bytes_os;
-        CHECK(st.bytes_os == bytes0);
+        CHECKF(st.bytes_os <= bytes0 + T * (64u << 10), "round %d bytes %zu, first %zu", round,
+               st.bytes_os, bytes0);
     }
     size_t released = fa_pool_trim(pool);
     CHECK(released > 0);
