@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #define POOL_MAX 1024            /* pools alive at once */
+#define FAST_SLOTS 127           /* pools whose local pool TLS finds in one load */
 #define CHUNK_BLOCKS 16          /* blocks mapped at once when a pool grows */
 #define DEFAULT_BLOCK ((size_t)64 << 10)
 #define DEFAULT_IDLE_MS 1000
@@ -113,6 +114,7 @@ struct lpool {
 } FA_ALIGNED_CL;
 
 struct fa_pool {
+    uint32_t tls_idx;      /* id below FAST_SLOTS, else FAST_SLOTS (a stand-in) */
     uint32_t id;
     size_t slot;           /* bytes per slot, a multiple of the alignment */
     size_t link_off;       /* object = slot + link_off */
@@ -154,25 +156,35 @@ struct fa_pool {
 
 /* ---- per-thread arrays of local pools ---- */
 
-struct tls_array {
-    struct lpool *lp[POOL_MAX];
-    struct tls_array *next_spare;
-};
-
+/* The thread's local pools of the first FAST_SLOTS pool ids, in static TLS:
+ * one load finds a local pool (a pointer to a heap array would take two).
+ * 1 KiB per thread, small enough that the library can still be dlopen()ed.
+ * Pools with higher ids all map to the last slot, a permanent stand-in, so
+ * their gets and puts always take the slow path, which finds their local
+ * pool in a per-thread heap array. */
+static struct block no_block;
 /* Stand-in for "no local pool yet": no free object and a current block that
  * no object is in, so both get and put fall into their slow path with no
  * extra test (its `cur` is not NULL for the same reason). */
-static struct block no_block;
 static struct lpool empty_lp = {.head = NULL, .mask = 0, .cur_base = 1, .cur = &no_block};
-static struct tls_array empty_array = {.lp = {[0 ... POOL_MAX - 1] = &empty_lp}};
-
-static __thread struct tls_array *pool_tls __attribute__((tls_model("initial-exec"))) = &empty_array;
+static __thread struct lpool *pool_lp[FAST_SLOTS + 1]
+    __attribute__((tls_model("initial-exec"))) = {[0 ... FAST_SLOTS] = &empty_lp};
+static __thread struct lpool **pool_lp_more __attribute__((tls_model("initial-exec")));
 static __thread int pool_tls_dead __attribute__((tls_model("initial-exec")));
+static __thread int pool_tls_registered __attribute__((tls_model("initial-exec")));
 
 static fa__lock_t registry = FA_LOCK_INIT;
 static fa_pool *pools[POOL_MAX];
-static struct tls_array *spare_arrays;
 static struct lpool *spare_lps;
+static struct lpool ***spare_more; /* recycled pool_lp_more arrays */
+
+/* The calling thread's local pool for pool, or &empty_lp. */
+static inline struct lpool *find_lp(const fa_pool *pool)
+{
+    if (FA_LIKELY(pool->id < FAST_SLOTS))
+        return pool_lp[pool->id];
+    return pool_lp_more != NULL ? pool_lp_more[pool->id] : &empty_lp;
+}
 static pthread_key_t exit_key;
 static int key_state; /* 0 none, 2 ready */
 
@@ -461,27 +473,31 @@ static struct lpool *lp_new(fa_pool *pool)
  * thread that is exiting, for a debug pool, or without memory for it. */
 static struct lpool *my_lp(fa_pool *pool)
 {
-    struct tls_array *arr = pool_tls;
-    if (arr->lp[pool->id] != &empty_lp)
-        return arr->lp[pool->id];
+    struct lpool *found = find_lp(pool);
+    if (found != &empty_lp)
+        return found;
     if (pool_tls_dead || pool->debug)
         return NULL;
     ensure_key();
+    if (!pool_tls_registered) {
+        /* Any non-NULL value: the destructor runs at thread exit. */
+        pthread_setspecific(exit_key, &empty_lp);
+        pool_tls_registered = 1;
+    }
     fa__lock(&registry);
-    if (arr == &empty_array) {
-        arr = spare_arrays;
-        if (arr != NULL)
-            spare_arrays = arr->next_spare;
+    if (pool->id >= FAST_SLOTS && pool_lp_more == NULL) {
+        struct lpool **more = (struct lpool **)spare_more;
+        if (more != NULL)
+            spare_more = (struct lpool ***)more[0];
         else
-            arr = fa__meta_alloc(sizeof *arr);
-        if (arr == NULL) {
+            more = fa__meta_alloc(POOL_MAX * sizeof *more);
+        if (more == NULL) {
             fa__unlock(&registry);
             return NULL;
         }
         for (size_t i = 0; i < POOL_MAX; i++)
-            arr->lp[i] = &empty_lp;
-        pool_tls = arr;
-        pthread_setspecific(exit_key, arr);
+            more[i] = &empty_lp;
+        pool_lp_more = more;
     }
     pthread_mutex_lock(&pool->grow);
     struct lpool *lp = lp_new(pool);
@@ -490,7 +506,7 @@ static struct lpool *my_lp(fa_pool *pool)
         lp->prev = &pool->locals;
         pool->locals.next->prev = lp;
         pool->locals.next = lp;
-        lp->slot = &arr->lp[pool->id];
+        lp->slot = pool->id < FAST_SLOTS ? &pool_lp[pool->id] : &pool_lp_more[pool->id];
         *lp->slot = lp;
     }
     pthread_mutex_unlock(&pool->grow);
@@ -535,12 +551,14 @@ static void lp_retire(fa_pool *pool, struct lpool *lp)
 
 static void thread_exit(void *arg)
 {
-    struct tls_array *arr = arg;
+    (void)arg;
     pool_tls_dead = 1;
-    pool_tls = &empty_array;
     fa__lock(&registry);
     for (size_t i = 0; i < POOL_MAX; i++) {
-        struct lpool *lp = arr->lp[i];
+        struct lpool **slot = i < FAST_SLOTS ? &pool_lp[i] : pool_lp_more ? &pool_lp_more[i] : NULL;
+        if (slot == NULL)
+            break;
+        struct lpool *lp = *slot;
         if (lp == &empty_lp)
             continue;
         fa_pool *pool = lp->pool;
@@ -551,10 +569,13 @@ static void thread_exit(void *arg)
         pthread_mutex_unlock(&pool->grow);
         lp->next = spare_lps;
         spare_lps = lp;
-        arr->lp[i] = &empty_lp;
+        *slot = &empty_lp;
     }
-    arr->next_spare = spare_arrays;
-    spare_arrays = arr;
+    if (pool_lp_more != NULL) {
+        pool_lp_more[0] = (struct lpool *)spare_more;
+        spare_more = (struct lpool ***)pool_lp_more;
+        pool_lp_more = NULL;
+    }
     fa__unlock(&registry);
 }
 
@@ -710,6 +731,14 @@ static void *get_unowned(fa_pool *pool)
     return o;
 }
 
+static inline void *pop(struct lpool *lp)
+{
+    void *o = lp->head;
+    lp->head = LINK(o, lp->negoff);
+    lp->gets++;
+    return o;
+}
+
 /* Link up to CUT_BATCH objects of b from its bump pointer, in address
  * order, below lim; the first is returned, the rest become lp's list. */
 static void *cut_batch(fa_pool *pool, struct lpool *lp, struct block *b, uintptr_t lim)
@@ -732,14 +761,14 @@ static void *cut_batch(fa_pool *pool, struct lpool *lp, struct block *b, uintptr
 
 static FA_NOINLINE void *get_slow(fa_pool *pool)
 {
-    struct lpool *lp = pool_tls->lp[pool->id];
+    struct lpool *lp = find_lp(pool);
     if (lp == &empty_lp) {
         lp = my_lp(pool);
         if (lp == NULL)
             return pool->debug ? debug_get(pool) : get_unowned(pool);
-        if (lp->head != NULL)
-            return fa_pool_get(pool);
     }
+    if (lp->head != NULL) /* a pool past FAST_SLOTS, or a new local pool */
+        return pop(lp);
     for (;;) {
         struct block *b = lp->cur;
         if (b != NULL) {
@@ -751,7 +780,7 @@ static FA_NOINLINE void *get_slow(fa_pool *pool)
             lp->out0 -= n;
             if (r != NULL) {
                 lp->head = r;
-                return fa_pool_get(pool);
+                return pop(lp);
             }
             if (cur_out(lp) == 0 && b->built_end > first_obj(pool, b)) {
                 /* Everything came back: cut it again, in order. */
@@ -780,13 +809,13 @@ static FA_NOINLINE void *get_slow(fa_pool *pool)
         }
         open_cur(lp, nb);
         if (lp->head != NULL)
-            return fa_pool_get(pool);
+            return pop(lp);
     }
 }
 
 void *fa_pool_get(fa_pool *pool)
 {
-    struct lpool *lp = pool_tls->lp[pool->id];
+    struct lpool *lp = pool_lp[pool->tls_idx];
     void *o = lp->head;
     if (FA_UNLIKELY(o == NULL))
         return get_slow(pool);
@@ -821,13 +850,41 @@ static FA_NOINLINE void put_emptied(fa_pool *pool, struct lpool *lp, struct bloc
     }
 }
 
+/* The put paths that need no list change: into the current block, or
+ * into one of the thread's own blocks while none is current.  Objects put in
+ * random order land in many blocks, and keeping that second path short too
+ * keeps more of the caller's cache misses in flight. */
+static inline __attribute__((always_inline)) int put_local(fa_pool *pool, struct lpool *lp, void *obj)
+{
+    uintptr_t base = (uintptr_t)obj & lp->mask;
+    if (FA_LIKELY(base == lp->cur_base)) {
+        LINK(obj, lp->negoff) = lp->head;
+        lp->head = obj;
+        lp->puts++;
+        return 1;
+    }
+    struct block *b = (struct block *)base;
+    if (FA_LIKELY(lp->cur == NULL && b->owner == lp && b->where == W_AVAIL)) {
+        LINK(obj, lp->negoff) = b->free;
+        b->free = obj;
+        lp->puts++;
+        lp->last = b;
+        if (FA_UNLIKELY(--b->out == 0))
+            put_emptied(pool, lp, b);
+        return 1;
+    }
+    return 0;
+}
+
 static FA_NOINLINE void put_slow(fa_pool *pool, void *obj)
 {
-    struct lpool *lp = pool_tls->lp[pool->id];
+    struct lpool *lp = find_lp(pool);
     if (pool->debug) {
         debug_put(pool, obj);
         return;
     }
+    if (lp != &empty_lp && pool->tls_idx != pool->id && put_local(pool, lp, obj))
+        return; /* a pool past FAST_SLOTS */
     struct block *b = block_of(pool, obj);
     if (lp == &empty_lp || b->owner != lp) {
         /* Not ours (or no local pool): the owner takes it back later. */
@@ -854,28 +911,8 @@ static FA_NOINLINE void put_slow(fa_pool *pool, void *obj)
 
 void fa_pool_put(fa_pool *pool, void *obj)
 {
-    struct lpool *lp = pool_tls->lp[pool->id];
-    uintptr_t base = (uintptr_t)obj & lp->mask;
-    if (FA_LIKELY(base == lp->cur_base)) {
-        LINK(obj, lp->negoff) = lp->head;
-        lp->head = obj;
-        lp->puts++;
-        return;
-    }
-    /* Objects put in random order land in many blocks: a put into one of
-     * the thread's own blocks, with no block current, stays short too,
-     * which keeps more of the caller's cache misses in flight. */
-    struct block *b = (struct block *)base;
-    if (FA_LIKELY(lp->cur == NULL && b->owner == lp && b->where == W_AVAIL)) {
-        LINK(obj, lp->negoff) = b->free;
-        b->free = obj;
-        lp->puts++;
-        lp->last = b;
-        if (FA_UNLIKELY(--b->out == 0))
-            put_emptied(pool, lp, b);
-        return;
-    }
-    put_slow(pool, obj);
+    if (FA_UNLIKELY(!put_local(pool, pool_lp[pool->tls_idx], obj)))
+        put_slow(pool, obj);
 }
 
 /* ---- trim ---- */
@@ -971,7 +1008,7 @@ size_t fa_pool_trim(fa_pool *pool)
     pthread_mutex_lock(&pool->grow);
     /* The caller's own local pool is handed over first, so a pool used by
      * one thread can be trimmed to nothing. */
-    struct lpool *lp = pool_tls->lp[pool->id];
+    struct lpool *lp = find_lp(pool);
     if (lp != &empty_lp)
         lp_retire(pool, lp);
     size_t r = trim_locked(pool, UINT64_MAX);
@@ -1154,6 +1191,7 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
         return NULL;
     }
     pool->id = id;
+    pool->tls_idx = id < FAST_SLOTS ? id : FAST_SLOTS;
     pools[id] = pool;
     fa__unlock(&registry);
     return pool;

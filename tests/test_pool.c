@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "check.h"
 #include "fastalloc.h"
@@ -368,6 +369,193 @@ static void test_many_pools(void)
     }
 }
 
+
+static uint64_t xs_state = 0x9e3779b97f4a7c15ull;
+static uint64_t xs(void)
+{
+    xs_state ^= xs_state << 13;
+    xs_state ^= xs_state >> 7;
+    xs_state ^= xs_state << 17;
+    return xs_state;
+}
+
+static void test_address_order(void)
+{
+    /* Objects put back in random order are handed out again in address
+     * order, block by block (a single LIFO list would hand them out in the
+     * random order they were put in): after the first block, nearly every
+     * next object lies just after the one before. */
+    fa_pool_options o = {.object_size = 64, .idle_trim_ms = -1};
+    fa_pool *pool = fa_pool_create(&o);
+    enum { N = 50000 };
+    static char *v[N];
+    for (int round = 0; round < 2; round++) {
+        for (size_t i = 0; i < N; i++) {
+            v[i] = fa_pool_get(pool);
+            CHECK(v[i] != NULL);
+            memset(v[i], (int)(i & 0xff), 64);
+        }
+        if (round == 1) {
+            size_t next = 0;
+            for (size_t i = 2000; i < N; i++)
+                next += v[i] == v[i - 1] + 64;
+            CHECKF(next >= (N - 2000) * 9 / 10, "%zu of %d in address order", next, N - 2000);
+        }
+        for (size_t i = N - 1; i > 0; i--) {
+            size_t j = xs() % (i + 1);
+            char *t = v[i];
+            v[i] = v[j];
+            v[j] = t;
+        }
+        for (size_t i = 0; i < N; i++)
+            fa_pool_put(pool, v[i]);
+    }
+    /* The object put last still comes first. */
+    CHECK(fa_pool_get(pool) == v[N - 1]);
+    fa_pool_destroy(pool);
+}
+
+static void test_idle_trim(void)
+{
+    /* A pool with a short idle delay gives back blocks that sat all free in
+     * its global pools, without fa_pool_trim(). */
+    fa_pool_options o = {.object_size = 64, .idle_trim_ms = 50};
+    fa_pool *pool = fa_pool_create(&o);
+    enum { N = 64 * 1024 }; /* 4 MiB of objects */
+    static void *v[N];
+    for (size_t i = 0; i < N; i++)
+        v[i] = fa_pool_get(pool);
+    for (size_t i = 0; i < N; i++)
+        fa_pool_put(pool, v[i]);
+    fa_pool_stats_t st;
+    fa_pool_stats(pool, &st);
+    size_t peak = st.bytes_os;
+    CHECK(peak >= (size_t)N * 64);
+    CHECK(st.trims == 0);
+    struct timespec ts = {0, 150 * 1000000};
+    nanosleep(&ts, NULL);
+    /* Activity on a few blocks: hand-overs are where the clock is read. */
+    for (int k = 0; k < 200; k++) {
+        for (size_t i = 0; i < 3000; i++)
+            v[i] = fa_pool_get(pool);
+        for (size_t i = 0; i < 3000; i++)
+            fa_pool_put(pool, v[i]);
+    }
+    fa_pool_stats(pool, &st);
+    CHECK(st.trims > 0);
+    CHECKF(st.bytes_os <= peak / 4, "bytes %zu of peak %zu", st.bytes_os, peak);
+    fa_pool_destroy(pool);
+}
+
+struct hop {
+    fa_pool *pool;
+    void **objs;
+    size_t n;
+};
+
+static void *put_all(void *p)
+{
+    struct hop *h = p;
+    for (size_t i = 0; i < h->n; i++) {
+        CHECK(((uint64_t *)h->objs[i])[1] == i);
+        fa_pool_put(h->pool, h->objs[i]);
+    }
+    return NULL;
+}
+
+static void test_remote_into_live_owner(void)
+{
+    /* Another thread puts objects whose blocks the getting thread still
+     * owns: they come back to the owner, and it reuses them instead of
+     * growing. */
+    fa_pool_options o = {.object_size = 48, .idle_trim_ms = -1};
+    fa_pool *pool = fa_pool_create(&o);
+    enum { N = 20000 };
+    static void *v[N];
+    size_t bytes0 = 0;
+    for (int round = 0; round < 5; round++) {
+        for (size_t i = 0; i < N; i++) {
+            v[i] = fa_pool_get(pool);
+            ((uint64_t *)v[i])[1] = i;
+        }
+        struct hop h = {pool, v, N};
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, put_all, &h) == 0);
+        pthread_join(th, NULL);
+        fa_pool_stats_t st;
+        fa_pool_stats(pool, &st);
+        CHECK(st.live == 0);
+        CHECKF(st.free_local >= N && st.free_global == 0, "local %zu global %zu", st.free_local, st.free_global);
+        if (round == 0)
+            bytes0 = st.bytes_os;
+        CHECKF(st.bytes_os == bytes0, "round %d: %zu bytes, first %zu", round, st.bytes_os, bytes0);
+    }
+    fa_pool_destroy(pool);
+}
+
+struct many_arg {
+    fa_pool **pools;
+    int n;
+    int seed;
+};
+
+static void *use_many(void *p)
+{
+    struct many_arg *a = p;
+    static __thread void *held[64];
+    for (int r = 0; r < 20; r++) {
+        for (int k = 0; k < a->n; k++) {
+            fa_pool *pool = a->pools[(k + a->seed) % a->n];
+            for (int i = 0; i < 64; i++) {
+                held[i] = fa_pool_get(pool);
+                CHECK(held[i] != NULL);
+                memset(held[i], i, 32);
+            }
+            for (int i = 63; i >= 0; i--) {
+                CHECK(all_bytes(held[i], 32, (unsigned char)i));
+                fa_pool_put(pool, held[i]);
+            }
+        }
+    }
+    return NULL;
+}
+
+static void test_pools_past_fast_slots(void)
+{
+    /* More pools alive than the TLS fast slots: the later ones take the slow
+     * paths and must behave the same. */
+    enum { P = 300, T = 4 };
+    static fa_pool *ps[P];
+    for (int i = 0; i < P; i++) {
+        fa_pool_options o = {.object_size = 32, .idle_trim_ms = -1};
+        ps[i] = fa_pool_create(&o);
+        CHECK(ps[i] != NULL);
+    }
+    /* LIFO on a pool past the slots, too. */
+    void *a = fa_pool_get(ps[P - 1]), *b = fa_pool_get(ps[P - 1]);
+    fa_pool_put(ps[P - 1], a);
+    fa_pool_put(ps[P - 1], b);
+    CHECK(fa_pool_get(ps[P - 1]) == b);
+    CHECK(fa_pool_get(ps[P - 1]) == a);
+    fa_pool_put(ps[P - 1], a);
+    fa_pool_put(ps[P - 1], b);
+    struct many_arg args[T];
+    pthread_t th[T];
+    for (int t = 0; t < T; t++) {
+        args[t] = (struct many_arg){ps, P, t * 77};
+        CHECK(pthread_create(&th[t], NULL, use_many, &args[t]) == 0);
+    }
+    for (int t = 0; t < T; t++)
+        pthread_join(th[t], NULL);
+    for (int i = 0; i < P; i++) {
+        fa_pool_stats_t st;
+        fa_pool_stats(ps[i], &st);
+        CHECK(st.live == 0);
+        CHECK(st.gets == (unsigned long long)T * 20 * 64 + (i == P - 1 ? 4 : 0));
+        fa_pool_destroy(ps[i]);
+    }
+}
+
 int main(void)
 {
     rss_meaningful = getenv("FA_TEST_UNDER_VALGRIND") == NULL;
@@ -380,5 +568,9 @@ int main(void)
     test_debug();
     test_destroy_rss();
     test_many_pools();
+    test_address_order();
+    test_idle_trim();
+    test_remote_into_live_owner();
+    test_pools_past_fast_slots();
     return check_done("test_pool");
 }
