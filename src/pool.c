@@ -68,6 +68,9 @@ struct block {
     struct lpool *owner;   /* NULL: in a global pool, or a debug pool's */
     void *free;            /* free list, while not current */
     int64_t out;           /* objects handed out, while not current */
+    /* The owner while the block is on its avail list, else NULL: with
+     * lpool.tok, one compare admits a put to the short path. */
+    uintptr_t tag;
     uint8_t where;
     uint8_t doomed;
     uintptr_t bump, end;   /* next object to cut; end of the block's objects */
@@ -96,6 +99,8 @@ struct lpool {
     intptr_t negoff;       /* link word = object + negoff */
     uintptr_t mask;        /* ~(block size - 1) */
     uintptr_t cur_base;    /* the current block's address; 1 when none */
+    uintptr_t tok;         /* this lpool's address while no block is current, else | 1 */
+    intptr_t tag_off;      /* offsetof(struct block, tag) (the stand-in: see below) */
     /* the current block's session: its `out` is out0 + gets - puts since */
     struct block *cur;
     int64_t out0;
@@ -166,7 +171,9 @@ static struct block no_block;
 /* Stand-in for "no local pool yet": no free object and a current block that
  * no object is in, so both get and put fall into their slow path with no
  * extra test (its `cur` is not NULL for the same reason). */
-static struct lpool empty_lp = {.head = NULL, .mask = 0, .cur_base = 1, .cur = &no_block};
+static uintptr_t no_tag; /* the stand-in's mask makes every block address 0 */
+static struct lpool empty_lp = {.head = NULL, .mask = 0, .cur_base = 1, .tok = 1,
+                                .tag_off = (intptr_t)&no_tag, .cur = &no_block};
 static __thread struct lpool *pool_lp[FAST_SLOTS + 1]
     __attribute__((tls_model("initial-exec"))) = {[0 ... FAST_SLOTS] = &empty_lp};
 static __thread struct lpool **pool_lp_more __attribute__((tls_model("initial-exec")));
@@ -222,6 +229,7 @@ static void bl_push(struct blist *l, struct block *b, int where)
     l->head = b;
     l->n++;
     b->where = (uint8_t)where;
+    b->tag = where == W_AVAIL ? (uintptr_t)b->owner : 0;
 }
 
 static void bl_push_tail(struct blist *l, struct block *b, int where)
@@ -235,6 +243,7 @@ static void bl_push_tail(struct blist *l, struct block *b, int where)
     l->tail = b;
     l->n++;
     b->where = (uint8_t)where;
+    b->tag = where == W_AVAIL ? (uintptr_t)b->owner : 0;
 }
 
 static void bl_remove(struct blist *l, struct block *b)
@@ -250,6 +259,7 @@ static void bl_remove(struct blist *l, struct block *b)
     l->n--;
     b->lnext = b->lprev = NULL;
     b->where = W_NONE;
+    b->tag = 0;
 }
 
 /* ---- blocks ---- */
@@ -392,6 +402,7 @@ static void open_cur(struct lpool *lp, struct block *b)
     lp->last = NULL;
     lp->cur = b;
     lp->cur_base = (uintptr_t)b;
+    lp->tok = (uintptr_t)lp | 1;
     lp->head = b->free;
     b->free = NULL;
     b->where = W_CUR;
@@ -409,6 +420,7 @@ static struct block *close_cur(struct lpool *lp)
     lp->head = NULL;
     lp->cur = NULL;
     lp->cur_base = 1;
+    lp->tok = (uintptr_t)lp;
     return b;
 }
 
@@ -464,6 +476,8 @@ static struct lpool *lp_new(fa_pool *pool)
     lp->negoff = negoff(pool);
     lp->mask = ~(uintptr_t)(pool->block_size - 1);
     lp->cur_base = 1;
+    lp->tok = (uintptr_t)lp;
+    lp->tag_off = (intptr_t)offsetof(struct block, tag);
     lp->spare_max = pool->spare_max;
     lp->g = &pool->g[pool->rr++ % pool->ngpools];
     return lp;
@@ -863,8 +877,9 @@ static inline __attribute__((always_inline)) int put_local(fa_pool *pool, struct
         lp->puts++;
         return 1;
     }
-    struct block *b = (struct block *)base;
-    if (FA_LIKELY(lp->cur == NULL && b->owner == lp && b->where == W_AVAIL)) {
+    /* tag == tok: b is on lp's avail list and lp has no current block. */
+    if (FA_LIKELY(*(uintptr_t *)(base + lp->tag_off) == lp->tok)) {
+        struct block *b = (struct block *)base;
         LINK(obj, lp->negoff) = b->free;
         b->free = obj;
         lp->puts++;
