@@ -9,9 +9,9 @@
  *   the whole loop; here the threads step through the phases together
  *   (barriers) and only the allocate and free phases are timed: a phase
  *   lasts from the first thread's start to the last thread's end, and
- *   alloc_free_ms is the sum over the rounds.  The shuffle, and the checks
- *   between the phases, are not timed.  total_ms is the whole loop, for
- *   reference.
+ *   alloc_free_ms is the sum over the rounds (alloc_ms and free_ms split
+ *   it).  The shuffle, and the checks between the phases, are not timed.
+ *   total_ms is the whole loop, for reference.
  *
  * --mode rss (the seed's memory test): the threads allocate all their objects
  *   (all live), free them, allocate them again, free them again; at each step

@@ -157,7 +157,8 @@ def objpool_shuffle(threads: int, api: str) -> Workload:
         metric="alloc_free_ms", unit="ms", table="objpool-shuffle",
         title=(f"{threads} thread(s) x 100k x 64 B: allocate, shuffle, free; "
                f"{'fa_pool_get/put' if pool else 'malloc/free'}; allocate+free phases timed"),
-        extras=(("ns_per_pair", "ns/pair/thread", "num"),),
+        extras=(("ns_per_pair", "ns/pair/thread", "num"), ("alloc_ms", "allocate ms", "num"),
+                ("free_ms", "free ms", "num")),
         only=("fastalloc",) if pool else (), label="fa_pool" if pool else "",
         compare_to=base if pool else "", threads=threads, plot="objpool-shuffle",
         timeout_s=300)

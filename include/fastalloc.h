@@ -112,8 +112,8 @@ FA_API void fa_stats(fa_stats_t *out);
 /* ------------------------------------------------------------------------
  * Object pool: fixed-size objects created and destroyed at high rates
  * (connections, requests, tree nodes).  Each thread gets and puts through a
- * local pool of its own; full free lists move whole to one of several global
- * pools.  An object's memory is constructed (ctor) once, when it enters the
+ * local pool of its own, serving objects from blocks it owns; a block whose
+ * objects are all free moves whole to one of several global pools.  An object's memory is constructed (ctor) once, when it enters the
  * pool, and destroyed (dtor) when it leaves it (trim, destroy): an object that
  * is put and got again comes back in the state it was put in.  The object put
  * last is the one got next.  Any thread may put an object another thread got.
@@ -127,7 +127,8 @@ typedef struct fa_pool_options {
     void (*dtor)(void *obj, void *arg); /* optional */
     void *arg;           /* passed to ctor and dtor */
     unsigned global_pools; /* 0 = one per 4 CPUs, at least 2, at most 16 */
-    unsigned handover;   /* free-list length moved to a global pool; 0 = 256 */
+    unsigned handover;   /* free objects a thread keeps in all-free blocks before it
+                            hands such blocks to a global pool; 0 = one block */
     size_t block_size;   /* bytes per block (power of two >= 4096); 0 = 64 KiB */
     size_t max_objects;  /* cap on objects the pool holds, live or free; 0 = none */
     size_t max_bytes;    /* cap on bytes of blocks; 0 = none */
@@ -154,8 +155,9 @@ FA_API fa_pool *fa_pool_create(const fa_pool_options *opt);
 FA_API void *fa_pool_get(fa_pool *pool);
 FA_API void fa_pool_put(fa_pool *pool, void *obj);
 /* Returns to the OS every block whose objects are all free (calling dtor on
- * them); returns the bytes released.  Free objects held in other threads'
- * local pools (at most `handover` per thread) keep their blocks. */
+ * them), after handing the caller's own blocks over; returns the bytes
+ * released.  Blocks other threads hold (the one each serves from, its spare,
+ * blocks with objects out) stay until they put them back or exit. */
 FA_API size_t fa_pool_trim(fa_pool *pool);
 /* Releases all the pool's memory, calling dtor on every free object.  Objects
  * still out are released without dtor. */
