@@ -40,7 +40,8 @@
 
 #define POOL_MAX 1024            /* pools alive at once */
 #define FAST_SLOTS 127           /* pools whose local pool TLS finds in one load */
-#define CHUNK_BLOCKS 16          /* blocks mapped at once when a pool grows */
+#define CHUNK_FIRST 4            /* blocks mapped by a pool's first growth */
+#define CHUNK_MAX 64             /* ... doubling up to this (4 MiB of 64 KiB blocks) */
 #define DEFAULT_BLOCK ((size_t)64 << 10)
 #define DEFAULT_IDLE_MS 1000
 #define IDLE_CHECK_EVERY 16      /* hand-overs and growths between two looks at the clock */
@@ -140,6 +141,7 @@ struct fa_pool {
     pthread_mutex_t grow;
     struct block *blocks;  /* every block */
     char *spare, *spare_end; /* mapped blocks not yet handed out */
+    size_t chunk_blocks;   /* blocks the next mapping takes */
     size_t reserved;       /* objects promised to blocks (cap accounting) */
     size_t bytes_os, bytes_peak;
     struct lpool locals;   /* sentinel */
@@ -349,7 +351,12 @@ static struct block *block_new(fa_pool *pool, struct lpool *owner)
     if (pool->max_bytes && pool->bytes_os + pool->block_size > pool->max_bytes)
         return NULL;
     if (pool->spare == pool->spare_end) {
-        size_t n = CHUNK_BLOCKS;
+        /* Fewer, larger mappings as the pool grows: each mmap() takes the
+         * process's mmap lock for writing and stalls the page faults of
+         * every other thread. */
+        size_t n = pool->chunk_blocks;
+        if (pool->chunk_blocks < CHUNK_MAX)
+            pool->chunk_blocks *= 2;
         if (pool->max_bytes && n * pool->block_size > pool->max_bytes - pool->bytes_os)
             n = (pool->max_bytes - pool->bytes_os) / pool->block_size;
         if (n == 0)
@@ -1179,6 +1186,7 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
     pool->block_size = bs;
     pool->data_off = hdr;
     pool->per_block = (uint32_t)((bs - hdr) / slot);
+    pool->chunk_blocks = CHUNK_FIRST;
     /* handover: free objects a thread may keep in all-free blocks. */
     pool->spare_max = opt->handover ? opt->handover / pool->per_block : 1;
     pool->ngpools = ng;
