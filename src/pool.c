@@ -117,6 +117,9 @@ struct lpool {
     struct fa_pool *pool;
     struct lpool *next, *prev; /* the pool's local pools */
     struct lpool **slot;   /* where the owning thread's array points to us */
+    /* Raised by other threads: a remote put went into one of our blocks
+     * whose remote list was empty. */
+    int remote_hint FA_ALIGNED_CL;
 } FA_ALIGNED_CL;
 
 struct fa_pool {
@@ -300,6 +303,13 @@ static void remote_push(struct block *b, void *u, intptr_t off)
         LINK(u, off) = old;
     while (!__atomic_compare_exchange_n(&b->remote, &old, u, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
     __atomic_fetch_add(&b->nremote, 1, __ATOMIC_RELEASE);
+    if (old == NULL) {
+        /* The owner may change under us; a hint to a former owner only
+         * costs it one look.  Local pools are never freed. */
+        struct lpool *o = __atomic_load_n(&b->owner, __ATOMIC_RELAXED);
+        if (o != NULL)
+            __atomic_store_n(&o->remote_hint, 1, __ATOMIC_RELEASE);
+    }
 }
 
 /* The owner, or the holder of the global pool's lock for an unowned block.
@@ -645,9 +655,15 @@ static struct block *adopt(fa_pool *pool, struct lpool *lp, int built_only)
     return NULL;
 }
 
-/* One of lp's full blocks that has had remote puts; up to `scan` looked at. */
-static struct block *full_with_remote(fa_pool *pool, struct lpool *lp, size_t scan)
+/* One of lp's full blocks that has had remote puts; up to `scan` looked at,
+ * and only when a remote put has raised lp's hint since the last look
+ * (`all`: every block, hint or not). */
+static struct block *full_with_remote(fa_pool *pool, struct lpool *lp, size_t scan, int all)
 {
+    if (lp->full.head == NULL)
+        return NULL;
+    if (!__atomic_exchange_n(&lp->remote_hint, 0, __ATOMIC_ACQUIRE) && !all)
+        return NULL;
     for (size_t s = 0; s < scan && lp->full.head != NULL; s++) {
         struct block *b = lp->full.head;
         bl_remove(&lp->full, b);
@@ -655,11 +671,16 @@ static struct block *full_with_remote(fa_pool *pool, struct lpool *lp, size_t sc
             block_collect(pool, b);
             if (b->out == 0)
                 block_reset(pool, b);
-            if (b->free != NULL || b->bump < b->end)
+            if (b->free != NULL || b->bump < b->end) {
+                /* Others may have had puts too: look again next time. */
+                __atomic_store_n(&lp->remote_hint, 1, __ATOMIC_RELAXED);
                 return b;
+            }
         }
         bl_push_tail(&lp->full, b, W_FULL);
     }
+    if (scan < lp->full.n)
+        __atomic_store_n(&lp->remote_hint, 1, __ATOMIC_RELAXED);
     return NULL;
 }
 
@@ -683,7 +704,7 @@ static struct block *next_block(fa_pool *pool, struct lpool *lp, int built_only)
             block_reset(pool, b);
             return b;
         }
-        if ((b = full_with_remote(pool, lp, SCAN)) != NULL)
+        if ((b = full_with_remote(pool, lp, SCAN, 0)) != NULL)
             return b;
         return adopt(pool, lp, 1);
     }
@@ -701,7 +722,7 @@ static struct block *next_block(fa_pool *pool, struct lpool *lp, int built_only)
         return b;
     }
     /* At the cap: look at every full block before giving up. */
-    return full_with_remote(pool, lp, lp->full.n);
+    return full_with_remote(pool, lp, lp->full.n, 1);
 }
 
 /* Get for a thread with no local pool (exiting, or no memory for one): one
