@@ -232,9 +232,10 @@ static void bl_push(struct blist *l, struct block *b, int where)
     else
         l->tail = b;
     l->head = b;
-    l->n++;
+    __atomic_store_n(&l->n, l->n + 1, __ATOMIC_RELAXED); /* peeked without the lock */
     b->where = (uint8_t)where;
-    b->tag = where == W_AVAIL ? (uintptr_t)b->owner : 0;
+    /* Read by any thread's put (it never equals another thread's token). */
+    __atomic_store_n(&b->tag, where == W_AVAIL ? (uintptr_t)b->owner : 0, __ATOMIC_RELAXED);
 }
 
 static void bl_push_tail(struct blist *l, struct block *b, int where)
@@ -246,9 +247,10 @@ static void bl_push_tail(struct blist *l, struct block *b, int where)
     else
         l->head = b;
     l->tail = b;
-    l->n++;
+    __atomic_store_n(&l->n, l->n + 1, __ATOMIC_RELAXED); /* peeked without the lock */
     b->where = (uint8_t)where;
-    b->tag = where == W_AVAIL ? (uintptr_t)b->owner : 0;
+    /* Read by any thread's put (it never equals another thread's token). */
+    __atomic_store_n(&b->tag, where == W_AVAIL ? (uintptr_t)b->owner : 0, __ATOMIC_RELAXED);
 }
 
 static void bl_remove(struct blist *l, struct block *b)
@@ -261,10 +263,10 @@ static void bl_remove(struct blist *l, struct block *b)
         b->lnext->lprev = b->lprev;
     else
         l->tail = b->lprev;
-    l->n--;
+    __atomic_store_n(&l->n, l->n - 1, __ATOMIC_RELAXED);
     b->lnext = b->lprev = NULL;
     b->where = W_NONE;
-    b->tag = 0;
+    __atomic_store_n(&b->tag, 0, __ATOMIC_RELAXED);
 }
 
 /* ---- blocks ---- */
@@ -384,7 +386,7 @@ static struct block *block_new(fa_pool *pool, struct lpool *owner)
     if (pool->bytes_os > pool->bytes_peak)
         pool->bytes_peak = pool->bytes_os;
     pool->reserved += objs;
-    b->owner = owner;
+    __atomic_store_n(&b->owner, owner, __ATOMIC_RELAXED);
     b->bump = b->built_end = first_obj(pool, b);
     b->end = b->bump + objs * pool->slot;
     b->next = pool->blocks;
@@ -447,7 +449,7 @@ static void maybe_idle_trim(fa_pool *pool);
 static void hand_over_empty(fa_pool *pool, struct gpool *g, struct block *b, uint64_t now)
 {
     fa__lock(&g->lock);
-    b->owner = NULL;
+    __atomic_store_n(&b->owner, NULL, __ATOMIC_RELAXED);
     b->stamp_ms = now;
     bl_push(&g->empty, b, W_GEMPTY);
     fa__unlock(&g->lock);
@@ -488,7 +490,9 @@ static struct lpool *lp_new(fa_pool *pool)
         lp = fa__meta_alloc(sizeof *lp);
     if (lp == NULL)
         return NULL;
-    memset(lp, 0, sizeof *lp);
+    /* Not the hint: a remote put may still raise it in a recycled lpool. */
+    memset(lp, 0, offsetof(struct lpool, remote_hint));
+    __atomic_store_n(&lp->remote_hint, 0, __ATOMIC_RELAXED);
     lp->pool = pool;
     lp->negoff = negoff(pool);
     lp->mask = ~(uintptr_t)(pool->block_size - 1);
@@ -554,7 +558,7 @@ static void lp_retire(fa_pool *pool, struct lpool *lp)
     fa__lock(&g->lock);
     if (lp->cur != NULL) {
         struct block *b = close_cur(lp);
-        b->owner = NULL;
+        __atomic_store_n(&b->owner, NULL, __ATOMIC_RELAXED);
         b->stamp_ms = now;
         if (b->out == 0)
             bl_push(&g->empty, b, W_GEMPTY);
@@ -566,7 +570,7 @@ static void lp_retire(fa_pool *pool, struct lpool *lp)
         struct block *b;
         while ((b = from[i]->head) != NULL) {
             bl_remove(from[i], b);
-            b->owner = NULL;
+            __atomic_store_n(&b->owner, NULL, __ATOMIC_RELAXED);
             b->stamp_ms = now;
             if (b->out == 0)
                 bl_push(&g->empty, b, W_GEMPTY);
@@ -644,7 +648,7 @@ static struct block *adopt(fa_pool *pool, struct lpool *lp, int built_only)
             bl_remove(&g->empty, b);
         }
         if (b != NULL)
-            b->owner = lp;
+            __atomic_store_n(&b->owner, lp, __ATOMIC_RELAXED);
         fa__unlock(&g->lock);
         if (b != NULL) {
             if (b->out == 0)
@@ -906,7 +910,7 @@ static inline __attribute__((always_inline)) int put_local(fa_pool *pool, struct
         return 1;
     }
     /* tag == tok: b is on lp's avail list and lp has no current block. */
-    if (FA_LIKELY(*(uintptr_t *)(base + lp->tag_off) == lp->tok)) {
+    if (FA_LIKELY(__atomic_load_n((uintptr_t *)(base + lp->tag_off), __ATOMIC_RELAXED) == lp->tok)) {
         struct block *b = (struct block *)base;
         LINK(obj, lp->negoff) = b->free;
         b->free = obj;
@@ -929,7 +933,7 @@ static FA_NOINLINE void put_slow(fa_pool *pool, void *obj)
     if (lp != &empty_lp && pool->tls_idx != pool->id && put_local(pool, lp, obj))
         return; /* a pool past FAST_SLOTS */
     struct block *b = block_of(pool, obj);
-    if (lp == &empty_lp || b->owner != lp) {
+    if (lp == &empty_lp || __atomic_load_n(&b->owner, __ATOMIC_RELAXED) != lp) {
         /* Not ours (or no local pool): the owner takes it back later. */
         remote_push(b, obj, negoff(pool));
         return;
