@@ -50,13 +50,15 @@ void fa__lock_slow(fa__lock_t *l)
  * structures, whatever the other threads of the parent were doing. */
 static void fork_prepare(void)
 {
+    /* The pools first: they take the metadata lock below their own. */
+    fa__pool_fork_prepare();
     fa__tc_lock_registry();
     fa__central_lock_all();
     fa__lock(&fa__ph_lock);
     fa__lock(&fa__meta_lock);
 }
 
-static void fork_release(void)
+static void fork_unlock_heap(void)
 {
     fa__unlock(&fa__meta_lock);
     fa__unlock(&fa__ph_lock);
@@ -64,9 +66,16 @@ static void fork_release(void)
     fa__tc_unlock_registry();
 }
 
+static void fork_release(void)
+{
+    fork_unlock_heap();
+    fa__pool_fork_release(0);
+}
+
 static void fork_child(void)
 {
-    fork_release();
+    fork_unlock_heap();
+    fa__pool_fork_release(1);
     fa__decay_after_fork_child();
 }
 

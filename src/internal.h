@@ -76,6 +76,9 @@ _Noreturn void fa__fatal(const char *fmt, ...) FA_HIDDEN __attribute__((format(p
 /* ---- initialisation ---- */
 extern int fa__initialized FA_HIDDEN;
 void fa__global_init(void) FA_HIDDEN;
+/* The object pools' locks across fork() (pool.c). */
+void fa__pool_fork_prepare(void) FA_HIDDEN;
+void fa__pool_fork_release(int child) FA_HIDDEN;
 
 FA_INLINE void fa__ensure_init(void)
 {

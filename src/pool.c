@@ -1158,6 +1158,41 @@ static size_t debug_trim_locked(fa_pool *pool)
     return released;
 }
 
+/* ---- fork ---- */
+
+/* Every pool lock is held across fork() (registry, then each pool's grow
+ * mutex and global pools, the usual order), so the child finds the pools
+ * consistent.  The blocks of the parent's other threads stay owned by local
+ * pools that have no thread in the child: the child cannot reuse them. */
+void fa__pool_fork_prepare(void)
+{
+    fa__lock(&registry);
+    for (size_t id = 0; id < POOL_MAX; id++) {
+        fa_pool *p = pools[id];
+        if (p == NULL)
+            continue;
+        pthread_mutex_lock(&p->grow);
+        for (unsigned i = 0; i < p->ngpools; i++)
+            fa__lock(&p->g[i].lock);
+    }
+}
+
+void fa__pool_fork_release(int child)
+{
+    for (size_t id = POOL_MAX; id-- > 0;) {
+        fa_pool *p = pools[id];
+        if (p == NULL)
+            continue;
+        for (unsigned i = p->ngpools; i-- > 0;)
+            fa__unlock(&p->g[i].lock);
+        if (child)
+            pthread_mutex_init(&p->grow, NULL);
+        else
+            pthread_mutex_unlock(&p->grow);
+    }
+    fa__unlock(&registry);
+}
+
 /* ---- create / destroy / stats ---- */
 
 fa_pool *fa_pool_create(const fa_pool_options *opt)

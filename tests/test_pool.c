@@ -556,6 +556,62 @@ static void test_pools_past_fast_slots(void)
     }
 }
 
+static fa_pool *fork_pool;
+static int fork_stop;
+
+static void *fork_churn(void *arg)
+{
+    (void)arg;
+    static __thread void *v[256];
+    while (!__atomic_load_n(&fork_stop, __ATOMIC_ACQUIRE)) {
+        for (int i = 0; i < 256; i++)
+            v[i] = fa_pool_get(fork_pool);
+        for (int i = 0; i < 256; i++)
+            fa_pool_put(fork_pool, v[(i * 37) % 256]);
+        fa_pool_trim(fork_pool);
+    }
+    return NULL;
+}
+
+static void test_fork_busy(void)
+{
+    /* fork() while another thread is inside the pool's locks: the child
+     * uses the pool (get, put, trim, create, destroy) and must not hang. */
+    fa_pool_options o = {.object_size = 40, .idle_trim_ms = 1};
+    fork_pool = fa_pool_create(&o);
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, fork_churn, NULL) == 0);
+    for (int k = 0; k < 30; k++) {
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            alarm(10); /* a deadlock in the child fails the test, not hangs it */
+            void *a[1000];
+            for (int i = 0; i < 1000; i++) {
+                a[i] = fa_pool_get(fork_pool);
+                if (a[i] == NULL)
+                    _exit(3);
+                memset(a[i], 0x5a, 40);
+            }
+            for (int i = 0; i < 1000; i++)
+                fa_pool_put(fork_pool, a[i]);
+            fa_pool_trim(fork_pool);
+            fa_pool_options o2 = {.object_size = 24};
+            fa_pool *p2 = fa_pool_create(&o2);
+            if (p2 == NULL || fa_pool_get(p2) == NULL)
+                _exit(4);
+            fa_pool_destroy(p2);
+            _exit(0);
+        }
+        int st;
+        CHECK(waitpid(pid, &st, 0) == pid);
+        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+    }
+    __atomic_store_n(&fork_stop, 1, __ATOMIC_RELEASE);
+    pthread_join(th, NULL);
+    fa_pool_destroy(fork_pool);
+}
+
 int main(void)
 {
     rss_meaningful = getenv("FA_TEST_UNDER_VALGRIND") == NULL;
@@ -572,5 +628,6 @@ int main(void)
     test_idle_trim();
     test_remote_into_live_owner();
     test_pools_past_fast_slots();
+    test_fork_busy();
     return check_done("test_pool");
 }
