@@ -469,6 +469,12 @@ static void place(fa_pool *pool, struct lpool *lp, struct block *b)
         if (lp->spare.n < lp->spare_max) {
             bl_push(&lp->spare, b, W_SPARE);
         } else {
+            /* It leaves the thread (and may be unmapped by a trim): no
+             * pointer of ours may keep it. */
+            if (lp->emptied == b)
+                lp->emptied = NULL;
+            if (lp->last == b)
+                lp->last = NULL;
             hand_over_empty(pool, lp->g, b, now_ms());
             maybe_idle_trim(pool);
         }
@@ -890,7 +896,8 @@ static FA_NOINLINE void put_emptied(fa_pool *pool, struct lpool *lp, struct bloc
 {
     struct block *p = lp->emptied;
     lp->emptied = b;
-    if (p != NULL && p != b && p->where == W_AVAIL && p->out == 0 && p != lp->last) {
+    if (p != NULL && p != b && p->owner == lp && p->where == W_AVAIL && p->out == 0 &&
+        p != lp->last) {
         bl_remove(&lp->avail, p);
         place(pool, lp, p);
     }

@@ -612,6 +612,59 @@ static void test_fork_busy(void)
     fa_pool_destroy(fork_pool);
 }
 
+static void *trim_thread(void *arg)
+{
+    fa_pool_trim(arg);
+    return NULL;
+}
+
+static void test_block_handed_over_and_trimmed(void)
+{
+    /* A block that a put emptied, then handed over and trimmed away by
+     * another thread, must leave no trace in the local pool: a later put
+     * that empties another block must not look at it. */
+    fa_pool_options o = {.object_size = 64, .handover = 1 /* no spare */, .idle_trim_ms = -1};
+    fa_pool *pool = fa_pool_create(&o);
+    enum { N = 4000 }; /* about 4 blocks of 64 KiB */
+    static char *v[N];
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < N; i++)
+            v[i] = fa_pool_get(pool);
+#define BLK(p) ((uintptr_t)(p) & ~(uintptr_t)0xffff)
+        size_t k1 = 0, k2, k3;
+        while (BLK(v[k1]) == BLK(v[0]))
+            k1++;
+        k2 = k1;
+        while (BLK(v[k2]) == BLK(v[k1]))
+            k2++;
+        k3 = k2;
+        while (k3 < N - 1 && BLK(v[k3]) == BLK(v[k2]))
+            k3++;
+#undef BLK
+        CHECK(k3 < N - 1);
+        /* Empty two blocks with puts while another block is current. */
+        for (size_t i = 0; i < k2; i++)
+            fa_pool_put(pool, v[i]);
+        /* A get takes the last emptied block back; the object goes back; a
+         * put elsewhere closes the block, which is handed over (no spare). */
+        char *x = fa_pool_get(pool);
+        CHECK(x == v[k2 - 1]);
+        fa_pool_put(pool, x);
+        fa_pool_put(pool, v[N - 1]);
+        /* Another thread trims: both emptied blocks are unmapped. */
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, trim_thread, pool) == 0);
+        pthread_join(th, NULL);
+        /* Empty the next block: its put must not touch the unmapped ones. */
+        for (size_t i = k2; i < N - 1; i++)
+            fa_pool_put(pool, v[i]);
+        fa_pool_stats_t st;
+        fa_pool_stats(pool, &st);
+        CHECK(st.live == 0);
+    }
+    fa_pool_destroy(pool);
+}
+
 int main(void)
 {
     rss_meaningful = getenv("FA_TEST_UNDER_VALGRIND") == NULL;
@@ -629,5 +682,6 @@ int main(void)
     test_remote_into_live_owner();
     test_pools_past_fast_slots();
     test_fork_busy();
+    test_block_handed_over_and_trimmed();
     return check_done("test_pool");
 }
