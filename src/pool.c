@@ -223,6 +223,15 @@ static uint64_t now_ms(void)
 
 /* ---- block lists ---- */
 
+/* b has just been linked into l. */
+static void bl_entered(struct blist *l, struct block *b, int where)
+{
+    __atomic_store_n(&l->n, l->n + 1, __ATOMIC_RELAXED); /* peeked without the lock */
+    b->where = (uint8_t)where;
+    /* Read by any thread's put (it never equals another thread's token). */
+    __atomic_store_n(&b->tag, where == W_AVAIL ? (uintptr_t)b->owner : 0, __ATOMIC_RELAXED);
+}
+
 static void bl_push(struct blist *l, struct block *b, int where)
 {
     b->lprev = NULL;
@@ -232,10 +241,7 @@ static void bl_push(struct blist *l, struct block *b, int where)
     else
         l->tail = b;
     l->head = b;
-    __atomic_store_n(&l->n, l->n + 1, __ATOMIC_RELAXED); /* peeked without the lock */
-    b->where = (uint8_t)where;
-    /* Read by any thread's put (it never equals another thread's token). */
-    __atomic_store_n(&b->tag, where == W_AVAIL ? (uintptr_t)b->owner : 0, __ATOMIC_RELAXED);
+    bl_entered(l, b, where);
 }
 
 static void bl_push_tail(struct blist *l, struct block *b, int where)
@@ -247,10 +253,7 @@ static void bl_push_tail(struct blist *l, struct block *b, int where)
     else
         l->head = b;
     l->tail = b;
-    __atomic_store_n(&l->n, l->n + 1, __ATOMIC_RELAXED); /* peeked without the lock */
-    b->where = (uint8_t)where;
-    /* Read by any thread's put (it never equals another thread's token). */
-    __atomic_store_n(&b->tag, where == W_AVAIL ? (uintptr_t)b->owner : 0, __ATOMIC_RELAXED);
+    bl_entered(l, b, where);
 }
 
 static void bl_remove(struct blist *l, struct block *b)

@@ -371,13 +371,6 @@ static void test_many_pools(void)
 
 
 static uint64_t xs_state = 0x9e3779b97f4a7c15ull;
-static uint64_t xs(void)
-{
-    xs_state ^= xs_state << 13;
-    xs_state ^= xs_state >> 7;
-    xs_state ^= xs_state << 17;
-    return xs_state;
-}
 
 static void test_address_order(void)
 {
@@ -402,7 +395,7 @@ static void test_address_order(void)
             CHECKF(next >= (N - 2000) * 9 / 10, "%zu of %d in address order", next, N - 2000);
         }
         for (size_t i = N - 1; i > 0; i--) {
-            size_t j = xs() % (i + 1);
+            size_t j = rng_below(&xs_state, i + 1);
             char *t = v[i];
             v[i] = v[j];
             v[j] = t;

@@ -63,14 +63,6 @@ struct worker {
     long ops;
 };
 
-static uint64_t next(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
 static void *work(void *arg)
 {
     struct worker *w = arg;
@@ -78,7 +70,7 @@ static void *work(void *arg)
     uint64_t *held[HELD] = {0};
     uint64_t stamps[HELD];
     for (long op = 0; op < w->ops; op++) {
-        uint64_t r = next(&w->rng);
+        uint64_t r = rng_next(&w->rng);
         size_t i = r % HELD;
         switch ((r >> 16) % 8) {
         case 0: case 1: case 2: /* get */
@@ -129,7 +121,7 @@ static void *work(void *arg)
         }
         default: /* put a run of ours, in random order */
             for (int k = 0; k < 32; k++) {
-                size_t j = next(&w->rng) % HELD;
+                size_t j = rng_below(&w->rng, HELD);
                 if (held[j] != NULL) {
                     unstamp(held[j], stamps[j]);
                     fa_pool_put(pool, held[j]);
