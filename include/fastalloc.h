@@ -146,7 +146,7 @@ typedef struct fa_pool_stats_t {
     size_t bytes_os;       /* bytes of blocks mapped now */
     size_t bytes_peak;     /* most bytes_os ever */
     unsigned long long gets, puts;
-    unsigned long long trims; /* trims run, explicit or automatic */
+    unsigned long long trims; /* fa_pool_trim() calls, plus idle trims that released memory */
 } fa_pool_stats_t;
 
 /* NULL with errno = EINVAL for bad options, ENOMEM without memory. */

@@ -994,7 +994,6 @@ static size_t debug_trim_locked(fa_pool *pool);
  * global pool at or before `before` (UINT64_MAX: all).  grow held. */
 static size_t trim_locked(fa_pool *pool, uint64_t before)
 {
-    pool->trims++;
     if (pool->debug)
         return debug_trim_locked(pool);
     uint64_t now = now_ms();
@@ -1055,8 +1054,10 @@ static void maybe_idle_trim(fa_pool *pool)
     if (pthread_mutex_trylock(&pool->grow) != 0)
         return;
     __atomic_store_n(&pool->last_check_ms, now, __ATOMIC_RELAXED);
-    if (now >= (uint64_t)pool->idle_ms)
-        trim_locked(pool, now - (uint64_t)pool->idle_ms);
+    /* A look that finds nothing old enough is not a trim: the count tells
+     * the user how often the pool actually gave memory back by itself. */
+    if (now >= (uint64_t)pool->idle_ms && trim_locked(pool, now - (uint64_t)pool->idle_ms) > 0)
+        pool->trims++;
     pthread_mutex_unlock(&pool->grow);
 }
 
@@ -1069,6 +1070,7 @@ size_t fa_pool_trim(fa_pool *pool)
     if (lp != &empty_lp)
         lp_retire(pool, lp);
     size_t r = trim_locked(pool, UINT64_MAX);
+    pool->trims++;
     pthread_mutex_unlock(&pool->grow);
     return r;
 }

@@ -129,7 +129,7 @@ static void test_reuse_rss(void)
     size_t after = rss_bytes();
     CHECKF(released >= n * 64 * 9 / 10, "trim released %zu", released);
     if (rss_meaningful)
-        CHECKF(after + n * 64 * 8 / 10 <= before, "RSS %zu -> %zu", before, after);
+        CHECKF(after + n * 64 * 8 / 10 <= before, "RSS %zu -> %zu, released %zu", before, after, released);
     fa_pool_stats_t st;
     fa_pool_stats(pool, &st);
     CHECK(st.bytes_os < n * 64 / 10);
