@@ -136,11 +136,26 @@ static inline uint64_t rng_below(uint64_t *s, uint64_t n)
     return rng_next(s) % n;
 }
 
-/* ---- resident set size in bytes, read without allocating */
+/* ---- resident set size in bytes, read without allocating.
+ * smaps_rollup counts present pages by walking the page tables.  statm gives
+ * the kernel's running counters instead: on a loaded machine they once showed
+ * a 64 MB munmap as a 48 MB drop (not seen again).  statm is the fallback for
+ * kernels older than 4.14. */
 static inline size_t rss_bytes(void)
 {
-    char buf[128];
-    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    char buf[4096];
+    int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n > 0) {
+            buf[n] = '\0';
+            char *rss = strstr(buf, "\nRss:");
+            if (rss != NULL)
+                return (size_t)strtoull(rss + 5, NULL, 10) * 1024;
+        }
+    }
+    fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
     ssize_t n = read(fd, buf, sizeof buf - 1);
