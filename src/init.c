@@ -74,6 +74,7 @@ static void fork_release(void)
 
 static void fork_child(void)
 {
+    fa__ph_after_fork_child();
     fork_unlock_heap();
     fa__pool_fork_release(1);
     fa__decay_after_fork_child();

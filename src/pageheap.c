@@ -11,6 +11,7 @@
 #include "os.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <time.h>
 
 #define EXACT_LISTS 128 /* free spans of 1..128 pages have a list each */
@@ -35,6 +36,13 @@ static struct {
     size_t grow_next;
     struct fa__span dirty;                  /* sentinel: dirty spans, oldest first */
     uint64_t last_decay_ms;
+    /* Spans off the lists while a thread madvises them without the lock, and
+     * a count bumped each time such a batch comes back: an allocation that
+     * finds nothing while pages are in flight waits for them instead of
+     * mapping more (each growth is up to 64 MiB, and under preemption a
+     * purge can stay in flight long enough for several). */
+    size_t purging_pages;
+    unsigned purge_gen;
     struct fa__ph_stats st;
 } ph;
 
@@ -83,6 +91,14 @@ static void list_del(struct fa__span *s)
     s->prev->next = s->next;
     s->next->prev = s->prev;
     s->next = s->prev = NULL;
+}
+
+/* In a child of fork(), a batch another parent thread was purging never
+ * comes back (its list was on that thread's stack): nothing may wait for it.
+ * Its pages stay lost to the child's heap. */
+void fa__ph_after_fork_child(void)
+{
+    ph.purging_pages = 0;
 }
 
 void fa__ph_init(void)
@@ -311,6 +327,7 @@ static unsigned detach_dirty(struct fa__span **out, size_t down_to)
         remove_free(s);
         s->state = FA_SPAN_PURGING;
         s->dirty = 0;
+        ph.purging_pages += s->npages;
         out[n++] = s;
     }
     return n;
@@ -328,8 +345,26 @@ static void purge_detached(struct fa__span **spans, unsigned n)
     fa__lock(&fa__ph_lock);
     ph.st.purged_bytes += bytes;
     ph.st.purges += n;
-    for (unsigned i = 0; i < n; i++)
+    for (unsigned i = 0; i < n; i++) {
+        ph.purging_pages -= spans[i]->npages;
         coalesce_insert(spans[i]);
+    }
+    __atomic_store_n(&ph.purge_gen, ph.purge_gen + 1, __ATOMIC_RELEASE);
+}
+
+/* Called with the lock held; returns with it held, after at least one batch
+ * in flight has come back. */
+static void wait_for_purge(void)
+{
+    unsigned gen = ph.purge_gen;
+    fa__unlock(&fa__ph_lock);
+    for (unsigned i = 0; __atomic_load_n(&ph.purge_gen, __ATOMIC_ACQUIRE) == gen; i++) {
+        if (i < 64)
+            fa__cpu_relax();
+        else
+            sched_yield(); /* the purging thread may be descheduled */
+    }
+    fa__lock(&fa__ph_lock);
 }
 
 /* Dirty memory allowed after a free: 1/8 of what is in use, and at least
@@ -424,6 +459,10 @@ struct fa__span *fa__ph_alloc(size_t npages, size_t align_pages, unsigned state,
     fa__lock(&fa__ph_lock);
     decay_tick_locked();
     struct fa__span *s = find_free(need);
+    while (FA_UNLIKELY(s == NULL && ph.purging_pages > 0)) {
+        wait_for_purge();
+        s = find_free(need);
+    }
     if (s == NULL) {
         if (!grow(need)) {
             fa__unlock(&fa__ph_lock);

@@ -35,6 +35,7 @@ struct fa__span {
 };
 
 void fa__ph_init(void) FA_HIDDEN;
+void fa__ph_after_fork_child(void) FA_HIDDEN;
 
 /* A span of npages pages whose start is aligned to align_pages pages (1 for
  * none), mapped in the page map to itself with size class cls.  NULL when the

@@ -5,7 +5,10 @@
  *          the peak at once;
  *   bound  1,000 threads alive together, each having allocated and freed
  *          1 MiB in small blocks: their caches stay within the global bound;
- *   churn  10,000 allocate/free pairs of 8 MiB make fewer than 10 mmaps.
+ *   churn  10,000 allocate/free pairs of 8 MiB make fewer than 10 mmaps;
+ *   inflight  4 threads allocate and free large blocks with every free purged
+ *          at once: the heap does not grow while freed pages are being
+ *          purged (at most 28 MiB mapped for 4 MiB in use).
  * Run as `test_decay NAME`: each case in a fresh process, so that one case's
  * peak does not hide another's. */
 #include <errno.h>
@@ -193,6 +196,44 @@ static int case_churn(void)
     return check_done("test_decay churn");
 }
 
+/* Every free of a large block purges at once, outside the lock, and the
+ * freed span has merged with the free space around it: while the madvise
+ * runs, that whole space is off the lists.  Another thread allocating then
+ * must wait for it, not map a new 64 MiB. */
+static void *alloc_free_large(void *arg)
+{
+    uint64_t rng = (uintptr_t)arg + 1;
+    for (int i = 0; i < 20000; i++) {
+        size_t n = (256u << 10) + (size_t)rng_below(&rng, 768u << 10);
+        unsigned char *p = fa_malloc(n);
+        CHECK(p != NULL);
+        p[0] = 1;
+        p[n - 1] = 2;
+        fa_free(p);
+    }
+    return NULL;
+}
+
+static int case_inflight(void)
+{
+    CHECK(fa_option_set("purge_delay_ms", 0) == 0);
+    enum { T = 4 };
+    pthread_t t[T];
+    for (uintptr_t i = 0; i < T; i++)
+        CHECK(pthread_create(&t[i], NULL, alloc_free_large, (void *)i) == 0);
+    for (int i = 0; i < T; i++)
+        CHECK(pthread_join(t[i], NULL) == 0);
+    fa_stats_t st;
+    fa_stats(&st);
+    printf("%d threads x 20000 large blocks of at most 1 MiB, purged at each free: %zu MiB mapped\n", T,
+           st.mapped >> 20);
+    /* The heap grows by 4, 8, 16, 32 MiB: 28 MiB is room for 4 MiB in use
+     * and its fragmentation (12 MiB are mapped here), not for growths taken
+     * while pages were in flight (60 MiB before allocations waited). */
+    CHECKF(st.mapped <= (28u << 20), "%zu MiB mapped", st.mapped >> 20);
+    return check_done("test_decay inflight");
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -204,6 +245,8 @@ int main(int argc, char **argv)
         return case_bound();
     if (strcmp(c, "churn") == 0)
         return case_churn();
-    fprintf(stderr, "usage: test_decay peak|trim|bound|churn\n");
+    if (strcmp(c, "inflight") == 0)
+        return case_inflight();
+    fprintf(stderr, "usage: test_decay peak|trim|bound|churn|inflight\n");
     return 2;
 }
