@@ -50,7 +50,12 @@ FA_API void *fa_memalign(size_t alignment, size_t size) FA_MALLOC_ATTR FA_ALLOC_
 FA_API void *fa_valloc(size_t size) FA_MALLOC_ATTR FA_ALLOC_SIZE(1);
 FA_API void *fa_pvalloc(size_t size) FA_MALLOC_ATTR;
 
-/* Bytes usable at ptr: exact, so writing up to this many bytes is safe. */
+/* Bytes usable at ptr: exact, so writing up to this many bytes is safe.
+ * But the allocation functions carry alloc_size, and with _FORTIFY_SOURCE=3
+ * (the default of some distributions) the compiler bounds a pointer by the
+ * size asked for: a memcpy or memset past it aborts, usable or not.  Widen
+ * the bound first with p = fa_realloc(p, fa_malloc_usable_size(p)), which
+ * returns p itself and costs no copy. */
 FA_API size_t fa_malloc_usable_size(void *ptr);
 
 /* Sized deallocation (C23 free_sized / free_aligned_sized).  size must lie

@@ -66,10 +66,12 @@ static inline uint8_t pat_byte(uint64_t seed, size_t k)
     return (uint8_t)(pat_word(seed, k >> 3) >> ((k & 7) * 8));
 }
 
-/* Fill bytes [from, to) of p with the pattern of seed. */
+/* Fill bytes [from, to) of p with the pattern of seed.  Tests fill blocks up
+ * to their usable size, past the alloc_size the compiler knows: laundered,
+ * so that _FORTIFY_SOURCE=3 does not take that for an overflow. */
 static inline void pat_fill_range(void *p, size_t from, size_t to, uint64_t seed)
 {
-    unsigned char *b = p;
+    unsigned char *b = opaque_ptr(p);
     size_t k = from;
     while (k < to && (k & 7) != 0) {
         b[k] = pat_byte(seed, k);
