@@ -2,7 +2,10 @@
  * while the main thread forks 50 times.  Each child works the allocator hard
  * (small and large blocks, its own thread too) and exits 0; a child that
  * finds a lock held by a thread that does not exist in it any more hangs,
- * and the alarm turns that into a failure. */
+ * and the alarm turns that into a failure.  ctest also runs it with
+ * FASTALLOC_PURGE_DELAY_MS=0 (test_fork_purging): then many forks land while
+ * a busy thread purges outside the page heap's lock, and a child that waited
+ * for that purge to come back would hang. */
 #include "check.h"
 #include "util.h"
 
