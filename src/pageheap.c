@@ -59,7 +59,7 @@ static void dirty_push(struct fa__span *s)
     s->dprev = ph.dirty.dprev;
     ph.dirty.dprev->dnext = s;
     ph.dirty.dprev = s;
-    ph.st.dirty_bytes += s->npages * FA_PAGE_SIZE;
+    ph.st.dirty_bytes += (size_t)s->ndirty * FA_PAGE_SIZE;
 }
 
 static void dirty_del(struct fa__span *s)
@@ -67,7 +67,19 @@ static void dirty_del(struct fa__span *s)
     s->dprev->dnext = s->dnext;
     s->dnext->dprev = s->dprev;
     s->dnext = s->dprev = NULL;
-    ph.st.dirty_bytes -= s->npages * FA_PAGE_SIZE;
+    ph.st.dirty_bytes -= (size_t)s->ndirty * FA_PAGE_SIZE;
+}
+
+/* A part cut from a dirty span keeps at most its own size of dirty pages:
+ * where in the span they lie is not known. */
+static uint32_t dirty_part(uint32_t ndirty, size_t npages)
+{
+    return ndirty < npages ? ndirty : (uint32_t)npages;
+}
+
+static uint32_t now32(void)
+{
+    return (uint32_t)fa__now_ms();
 }
 
 /* Bytes that count against the memory limit: in use, or free but resident. */
@@ -156,14 +168,19 @@ static void remove_free(struct fa__span *s)
         dirty_del(s);
 }
 
-/* A merged span is dirty if any part was, and as young as its youngest
- * dirty part. */
+/* A merged span holds the dirty pages of its parts, and is as young as its
+ * youngest dirty part. */
 static void absorb(struct fa__span *s, const struct fa__span *part)
 {
     s->zeroed &= part->zeroed;
     if (part->dirty) {
-        if (!s->dirty || part->free_since > s->free_since)
+        if (!s->dirty) {
             s->free_since = part->free_since;
+            s->ndirty = 0;
+        } else if ((int32_t)(part->free_since - s->free_since) > 0) {
+            s->free_since = part->free_since;
+        }
+        s->ndirty += part->ndirty;
         s->dirty = 1;
     }
 }
@@ -262,6 +279,7 @@ static bool split_tail(struct fa__span *s, size_t npages)
     t->zeroed = s->zeroed;
     t->dirty = s->dirty;
     t->free_since = s->free_since;
+    t->ndirty = s->dirty ? dirty_part(s->ndirty, t->npages) : 0;
     s->npages = npages;
     insert_free(t);
     return true;
@@ -273,6 +291,7 @@ static void mark_used(struct fa__span *s, unsigned state, unsigned cls)
     s->cls = (uint8_t)cls;
     s->next = s->prev = NULL;
     s->dirty = 0;
+    s->ndirty = 0;
     fa__pm_set(s->start, s->npages, s, cls);
     if (state == FA_SPAN_LARGE)
         ph.st.large_bytes += s->npages * FA_PAGE_SIZE;
@@ -307,6 +326,7 @@ static size_t purge_span(struct fa__span *s)
 {
     dirty_del(s);
     s->dirty = 0;
+    s->ndirty = 0;
     size_t n = release_pages(s);
     ph.st.purged_bytes += n;
     ph.st.purges++;
@@ -327,6 +347,7 @@ static unsigned detach_dirty(struct fa__span **out, size_t down_to)
         remove_free(s);
         s->state = FA_SPAN_PURGING;
         s->dirty = 0;
+        s->ndirty = 0;
         ph.purging_pages += s->npages;
         out[n++] = s;
     }
@@ -413,7 +434,7 @@ static size_t purge_aged_locked(uint64_t now)
     struct fa__span *s = ph.dirty.dnext;
     for (int i = 0; s != &ph.dirty && i < PURGE_SCAN_MAX; i++) {
         struct fa__span *next = s->dnext;
-        if (now - s->free_since >= delay)
+        if ((uint32_t)((uint32_t)now - s->free_since) >= delay)
             n += purge_span(s);
         s = next;
     }
@@ -445,7 +466,9 @@ static bool over_limit(const struct fa__span *s, size_t npages)
 {
     if (fa__opt.limit == 0)
         return false;
-    size_t add = s->dirty ? 0 : npages * FA_PAGE_SIZE;
+    /* The dirty pages are taken to lie in the part taken: they are counted
+     * as committed already. */
+    size_t add = (npages - (s->dirty ? dirty_part(s->ndirty, npages) : 0)) * FA_PAGE_SIZE;
     return committed() + add > fa__opt.limit;
 }
 
@@ -497,8 +520,10 @@ struct fa__span *fa__ph_alloc(size_t npages, size_t align_pages, unsigned state,
             head->zeroed = s->zeroed;
             head->dirty = s->dirty;
             head->free_since = s->free_since;
+            head->ndirty = s->dirty ? dirty_part(s->ndirty, head->npages) : 0;
             s->start = a;
             s->npages -= head->npages;
+            s->ndirty = s->dirty ? dirty_part(s->ndirty, s->npages) : 0;
             /* The head's left neighbour is not free (s was free and spans
              * never touch), so it needs no coalescing. */
             insert_free(head);
@@ -533,7 +558,8 @@ void fa__ph_free(struct fa__span *s)
     s->used = 0;
     s->listed = 0;
     s->dirty = 1;
-    s->free_since = fa__now_ms();
+    s->free_since = now32();
+    s->ndirty = s->npages;
     coalesce_insert(s);
     if (fa__opt.purge_delay_ms == 0) {
         /* s is now the merged span, neighbours included. */
@@ -560,7 +586,8 @@ bool fa__ph_resize(struct fa__span *s, size_t npages)
             t->start = s->start + npages * FA_PAGE_SIZE;
             t->npages = s->npages - npages;
             t->dirty = 1;
-            t->free_since = fa__now_ms();
+            t->free_since = now32();
+            t->ndirty = t->npages;
             ph.st.large_bytes -= t->npages * FA_PAGE_SIZE;
             s->npages = npages;
             fa__pm_set(t->start, t->npages, t, 0);
@@ -576,6 +603,7 @@ bool fa__ph_resize(struct fa__span *s, size_t npages)
             if (r->npages > extra) {
                 r->start += extra * FA_PAGE_SIZE;
                 r->npages -= extra;
+                r->ndirty = r->dirty ? dirty_part(r->ndirty, r->npages) : 0;
                 insert_free(r);
             } else {
                 span_delete(r);

@@ -28,7 +28,14 @@ struct fa__span {
             uintptr_t bump, limit;
         };
         struct { /* dirty free spans */
-            uint64_t free_since;            /* ms */
+            /* ms, the low 32 bits of fa__now_ms(): ages are compared by
+             * unsigned difference, exact for 49 days. */
+            uint32_t free_since;
+            /* Pages that may be resident, at most npages.  A freed span
+             * merges with clean free space around it; counting the merged
+             * span whole as dirty made the heap purge the same clean pages
+             * again and again. */
+            uint32_t ndirty;
             struct fa__span *dnext, *dprev; /* list of dirty free spans */
         };
     };

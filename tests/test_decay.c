@@ -8,7 +8,10 @@
  *   churn  10,000 allocate/free pairs of 8 MiB make fewer than 10 mmaps;
  *   inflight  4 threads allocate and free large blocks with every free purged
  *          at once: the heap does not grow while freed pages are being
- *          purged (at most 28 MiB mapped for 4 MiB in use).
+ *          purged (at most 28 MiB mapped for 4 MiB in use);
+ *   merged  a block freed beside clean free space makes only its own pages
+ *          dirty: 1,000 allocate/free pairs of 1 MiB beside 40 MiB of purged
+ *          space purge less than 8 times what they free.
  * Run as `test_decay NAME`: each case in a fresh process, so that one case's
  * peak does not hide another's. */
 #include <errno.h>
@@ -234,6 +237,40 @@ static int case_inflight(void)
     return check_done("test_decay inflight");
 }
 
+static int case_merged(void)
+{
+    /* 40 MiB of free space, all purged. */
+    void *big = fa_malloc(40u << 20);
+    CHECK(big != NULL);
+    memset(big, 1, 40u << 20);
+    fa_free(big);
+    fa_trim();
+    fa_stats_t st;
+    fa_stats(&st);
+    CHECK(st.dirty == 0);
+    size_t purged0 = st.purged_total;
+    enum { N = 1000 };
+    size_t freed = 0;
+    for (int i = 0; i < N; i++) {
+        unsigned char *p = fa_malloc(1u << 20);
+        CHECK(p != NULL);
+        memset(p, i, 1u << 20);
+        fa_free(p);
+        freed += 1u << 20;
+    }
+    fa_stats(&st);
+    size_t purged = st.purged_total - purged0;
+    printf("%d x 1 MiB freed beside 40 MiB of clean space: %zu MiB purged, %zu MiB dirty\n", N,
+           purged >> 20, st.dirty >> 20);
+    /* Each free merges its 1 MiB with the clean space.  Counted whole as
+     * dirty, the merged span passed the 16 MiB floor at every free and all
+     * 41 MiB were purged each time (40x what was freed).  Counted by its
+     * dirty pages, it passes the floor every 16 frees or so. */
+    CHECKF(purged < 8 * freed, "%zu MiB purged for %zu MiB freed", purged >> 20, freed >> 20);
+    CHECK(st.dirty <= (16u << 20));
+    return check_done("test_decay merged");
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -247,6 +284,8 @@ int main(int argc, char **argv)
         return case_churn();
     if (strcmp(c, "inflight") == 0)
         return case_inflight();
-    fprintf(stderr, "usage: test_decay peak|trim|bound|churn|inflight\n");
+    if (strcmp(c, "merged") == 0)
+        return case_merged();
+    fprintf(stderr, "usage: test_decay peak|trim|bound|churn|inflight|merged\n");
     return 2;
 }
