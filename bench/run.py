@@ -180,12 +180,26 @@ def objpool_rss(api: str) -> Workload:
         compare_to="objpool-rss" if pool else "")
 
 
+# 38 small sizes (16, 42, ..., 978 B) and two large ones.
+MIXED_LARGE = ",".join([str(16 + 26 * i) for i in range(38)] + ["300000", "900000"])
+
 # The suite.  Add entries here (and programs to bench/CMakeLists.txt).
 WORKLOADS: list[Workload] = [
     # -- malloc_micro: the first harness's micro-benchmark (64 B with 2 and
     #    32 threads is the threads-64b table below)
     *[micro(mode, sizes, threads, full=not (sizes == "64" and threads == 2))
       for mode in ("reuse", "window") for sizes in ("16-1024", "64") for threads in (1, 2)],
+
+    # -- malloc_micro with 1 block in 20 large (300 KiB or 900 KiB): their
+    #    frees keep the page heap's dirty memory above its purge floor, so
+    #    this is where the purging policy shows (DESIGN.md, "Memory that
+    #    comes back").
+    Workload("micro-window256-mixedlarge-4t", "malloc_micro",
+             ("--mode", "window", "--live", "256", "--sizes", MIXED_LARGE, "--threads", "4",
+              "--ops", "{ops}"),
+             params={"ops": "400k"}, quick={"ops": "40k"}, table="malloc_micro", threads=4,
+             title="256 live blocks per thread, free oldest + malloc new, 38 sizes 16..978 B "
+                   "and 300 KiB, 900 KiB (1 block in 20), 4 threads"),
 
     # -- 1. strings (seed 000)
     Workload("strings-1024", "strings",
