@@ -339,16 +339,11 @@ static size_t purge_span(struct fa__span *s)
  * threads' frees and allocations do not wait for the kernel. */
 #define PURGE_BATCH 32
 
-/* Detach dirty spans, oldest first, while dirty memory is above down_to;
- * with min_age_ms, stop at the first span freed more recently than that. */
-static unsigned detach_dirty(struct fa__span **out, size_t down_to, uint32_t min_age_ms)
+static unsigned detach_dirty(struct fa__span **out, size_t down_to)
 {
     unsigned n = 0;
-    uint32_t now = min_age_ms ? now32() : 0;
     while (n < PURGE_BATCH && ph.st.dirty_bytes > down_to && ph.dirty.dnext != &ph.dirty) {
         struct fa__span *s = ph.dirty.dnext;
-        if (min_age_ms && (uint32_t)(now - s->free_since) < min_age_ms)
-            break;
         remove_free(s);
         s->state = FA_SPAN_PURGING;
         s->dirty = 0;
@@ -393,21 +388,6 @@ static void wait_for_purge(void)
     fa__lock(&fa__ph_lock);
 }
 
-/* How long a span must have been free before a free purges it.  A heap that
- * churns (large blocks freed and soon allocated again) keeps more dirty
- * memory than the cap, and purging its young spans only bought page faults
- * on their reuse: twice the time of the same run without purging.  A fall
- * from a peak is different: dirty memory then passes twice what is in use,
- * and goes back at once, young or not. */
-static uint32_t shed_min_age(void)
-{
-    size_t in_use = ph.st.small_bytes + ph.st.large_bytes;
-    if (ph.st.dirty_bytes > 2 * in_use + DIRTY_FLOOR)
-        return 0;
-    long age = fa__opt.purge_delay_ms / 4 + 1;
-    return age < (long)UINT32_MAX ? (uint32_t)age : UINT32_MAX;
-}
-
 /* Dirty memory allowed after a free: 1/8 of what is in use, and at least
  * floor. */
 static size_t dirty_cap(size_t floor)
@@ -419,13 +399,13 @@ static size_t dirty_cap(size_t floor)
 /* Bring dirty memory down to half the cap once it passes the cap: purging in
  * bursts lets freed spans coalesce first, so there are fewer, larger madvise
  * calls. */
-static void shed_locked(size_t floor, uint32_t min_age_ms)
+static void shed_locked(size_t floor)
 {
     if (ph.st.dirty_bytes <= dirty_cap(floor))
         return;
     struct fa__span *batch[PURGE_BATCH];
     unsigned n;
-    while ((n = detach_dirty(batch, dirty_cap(floor) / 2, min_age_ms)) > 0)
+    while ((n = detach_dirty(batch, dirty_cap(floor) / 2)) > 0)
         purge_detached(batch, n);
 }
 
@@ -434,7 +414,7 @@ void fa__ph_shed(void)
     if (fa__opt.purge_delay_ms < 0)
         return;
     fa__lock(&fa__ph_lock);
-    shed_locked(0, 0);
+    shed_locked(0);
     fa__unlock(&fa__ph_lock);
 }
 
@@ -584,11 +564,11 @@ void fa__ph_free(struct fa__span *s)
     if (fa__opt.purge_delay_ms == 0) {
         /* s is now the merged span, neighbours included. */
         struct fa__span *batch[1];
-        purge_detached(batch, detach_dirty(batch, 0, 0));
+        purge_detached(batch, detach_dirty(batch, 0));
     } else if (fa__opt.purge_delay_ms > 0) {
         /* A program whose use falls from a peak gives the memory back
          * during its frees, with no timer and no later call. */
-        shed_locked(DIRTY_FLOOR, shed_min_age());
+        shed_locked(DIRTY_FLOOR);
         decay_tick_locked();
     }
     fa__unlock(&fa__ph_lock);

@@ -11,11 +11,7 @@
  *          purged (at most 28 MiB mapped for 4 MiB in use);
  *   merged  a block freed beside clean free space makes only its own pages
  *          dirty: 1,000 allocate/free pairs of 1 MiB beside 40 MiB of purged
- *          space purge less than 8 times what they free;
- *   young  with a 60 s purge delay, freeing half of 64 MiB of large blocks
- *          purges nothing yet (the spans are young, and dirty memory is less
- *          than twice what is in use); freeing the rest, a fall from a peak,
- *          purges at once.
+ *          space purge less than 8 times what they free.
  * Run as `test_decay NAME`: each case in a fresh process, so that one case's
  * peak does not hide another's. */
 #include <errno.h>
@@ -275,39 +271,6 @@ static int case_merged(void)
     return check_done("test_decay merged");
 }
 
-static int case_young(void)
-{
-    /* A free purges only spans free for a quarter of the delay (15 s here),
-     * unless dirty memory passes twice what is in use plus 16 MiB. */
-    CHECK(fa_option_set("purge_delay_ms", 60000) == 0);
-    enum { N = 64 };
-    static unsigned char *b[N];
-    for (int i = 0; i < N; i++) {
-        b[i] = fa_malloc(1u << 20);
-        CHECK(b[i] != NULL);
-        memset(b[i], i, 1u << 20);
-    }
-    fa_stats_t st;
-    fa_stats(&st);
-    size_t purged0 = st.purged_total;
-    for (int i = 0; i < N; i += 2)
-        fa_free(b[i]);
-    fa_stats(&st);
-    printf("half freed: %zu MiB dirty, %zu MiB purged\n", st.dirty >> 20,
-           (st.purged_total - purged0) >> 20);
-    /* 32 MiB dirty, past the 16 MiB cap: the first version purged here. */
-    CHECK(st.dirty >= (30u << 20));
-    CHECK(st.purged_total == purged0);
-    for (int i = 1; i < N; i += 2)
-        fa_free(b[i]);
-    fa_stats(&st);
-    printf("all freed: %zu MiB dirty, %zu MiB purged\n", st.dirty >> 20,
-           (st.purged_total - purged0) >> 20);
-    CHECK(st.purged_total > purged0);
-    CHECK(st.dirty <= (16u << 20));
-    return check_done("test_decay young");
-}
-
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "";
@@ -323,8 +286,6 @@ int main(int argc, char **argv)
         return case_inflight();
     if (strcmp(c, "merged") == 0)
         return case_merged();
-    if (strcmp(c, "young") == 0)
-        return case_young();
-    fprintf(stderr, "usage: test_decay peak|trim|bound|churn|inflight|merged|young\n");
+    fprintf(stderr, "usage: test_decay peak|trim|bound|churn|inflight|merged\n");
     return 2;
 }
