@@ -18,7 +18,7 @@
  * Output: ns per call of each function, and the ratios.
  */
 #include "bench_common.h"
-#include "coding.h"
+#include "base/coding.h"
 
 #include <getopt.h>
 #include <inttypes.h>

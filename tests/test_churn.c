@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "meta.h"
-#include "pageheap.h"
+#include "core/meta.h"
+#include "core/pageheap.h"
 
 #define NTHREADS 10000
 #define GROUP 4

@@ -22,7 +22,7 @@
 
 #include "check.h"
 #include "fastalloc.h"
-#include "os.h"
+#include "os/os.h"
 #include "util.h"
 
 static size_t per_thread;

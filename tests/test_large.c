@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "os.h"
-#include "pageheap.h"
+#include "os/os.h"
+#include "core/pageheap.h"
 
 static size_t map_calls(void)
 {

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "sizeclass.h"
+#include "core/sizeclass.h"
 
 static size_t csize(unsigned c)
 {

@@ -2,7 +2,7 @@
 #ifndef FA_SIZECLASS_H
 #define FA_SIZECLASS_H
 
-#include "internal.h"
+#include "base/config.h"
 
 /* Class 0 is reserved: it marks "not a small block" in the page map and in
  * the lookup tables before initialisation, so that both fall into a slow path

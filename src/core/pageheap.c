@@ -5,29 +5,25 @@
  * Invariant: no two free spans are adjacent (they would have been merged), and
  * the first and last page of every free span map to it in the page map, which
  * is what lets a span find its neighbours in O(1). */
-#include "pageheap.h"
-#include "pagemap.h"
-#include "meta.h"
-#include "os.h"
+#include "core/pageheap.h"
+#include "base/clock.h"
+#include "base/options.h"
+#include "core/meta.h"
+#include "core/pagemap.h"
+#include "os/os.h"
+#include "policy/purge.h"
 
 #include <errno.h>
 #include <sched.h>
-#include <time.h>
 
 #define EXACT_LISTS 128 /* free spans of 1..128 pages have a list each */
 #define GROW_MIN ((size_t)4 << 20)
 #define GROW_MAX ((size_t)64 << 20)
 #define GROW_ALIGN ((size_t)2 << 20) /* huge-page boundaries */
 #define HUGE_PAGE ((size_t)2 << 20)
-/* Dirty free memory kept without purging, however little is in use: a
- * program that frees and reallocates a few megabytes should not pay for page
- * faults each time. */
-#define DIRTY_FLOOR ((size_t)16 << 20)
-/* Above the floor, dirty memory may be at most 1/8 of what is in use. */
-#define DIRTY_RATIO_SHIFT 3
 #define PURGE_SCAN_MAX 256 /* spans looked at by one timed purge */
 
-fa__lock_t fa__ph_lock = FA_LOCK_INIT;
+static fa__lock_t fa__ph_lock = FA_LOCK_INIT;
 
 static struct {
     struct fa__span exact[EXACT_LISTS + 1]; /* sentinels, [0] unused */
@@ -45,13 +41,6 @@ static struct {
     unsigned purge_gen;
     struct fa__ph_stats st;
 } ph;
-
-uint64_t fa__now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void dirty_push(struct fa__span *s)
 {
@@ -388,33 +377,27 @@ static void wait_for_purge(void)
     fa__lock(&fa__ph_lock);
 }
 
-/* Dirty memory allowed after a free: 1/8 of what is in use, and at least
- * floor. */
-static size_t dirty_cap(size_t floor)
+static size_t in_use(void)
 {
-    size_t cap = (ph.st.small_bytes + ph.st.large_bytes) >> DIRTY_RATIO_SHIFT;
-    return cap < floor ? floor : cap;
+    return ph.st.small_bytes + ph.st.large_bytes;
 }
 
-/* Bring dirty memory down to half the cap once it passes the cap: purging in
- * bursts lets freed spans coalesce first, so there are fewer, larger madvise
- * calls. */
-static void shed_locked(size_t floor)
+/* Purge, oldest first, until dirty memory is at most down_to bytes (the
+ * policy's answer; FA_PURGE_NONE purges nothing). */
+static void purge_down_to(size_t down_to)
 {
-    if (ph.st.dirty_bytes <= dirty_cap(floor))
+    if (down_to == FA_PURGE_NONE)
         return;
     struct fa__span *batch[PURGE_BATCH];
     unsigned n;
-    while ((n = detach_dirty(batch, dirty_cap(floor) / 2)) > 0)
+    while ((n = detach_dirty(batch, down_to)) > 0)
         purge_detached(batch, n);
 }
 
 void fa__ph_shed(void)
 {
-    if (fa__opt.purge_delay_ms < 0)
-        return;
     fa__lock(&fa__ph_lock);
-    shed_locked(0);
+    purge_down_to(fa__purge_at_exit(in_use(), ph.st.dirty_bytes));
     fa__unlock(&fa__ph_lock);
 }
 
@@ -426,15 +409,14 @@ static size_t purge_all_locked(void)
     return n;
 }
 
-/* Spans free for at least the delay go back to the OS. */
+/* Spans the policy finds old enough go back to the OS. */
 static size_t purge_aged_locked(uint64_t now)
 {
     size_t n = 0;
-    uint64_t delay = (uint64_t)fa__opt.purge_delay_ms;
     struct fa__span *s = ph.dirty.dnext;
     for (int i = 0; s != &ph.dirty && i < PURGE_SCAN_MAX; i++) {
         struct fa__span *next = s->dnext;
-        if ((uint32_t)((uint32_t)now - s->free_since) >= delay)
+        if (fa__purge_span_aged(now, s->free_since))
             n += purge_span(s);
         s = next;
     }
@@ -445,11 +427,8 @@ static size_t purge_aged_locked(uint64_t now)
 /* The timed part of decay, amortized on page-heap calls. */
 static void decay_tick_locked(void)
 {
-    if (fa__opt.purge_delay_ms <= 0 || ph.dirty.dnext == &ph.dirty)
-        return;
-    uint64_t now = fa__now_ms();
-    uint64_t tick = (uint64_t)fa__opt.purge_delay_ms / 4 + 1;
-    if (now - ph.last_decay_ms >= tick)
+    uint64_t now;
+    if (ph.dirty.dnext != &ph.dirty && fa__purge_look_due(ph.last_decay_ms, &now))
         purge_aged_locked(now);
 }
 
@@ -561,16 +540,8 @@ void fa__ph_free(struct fa__span *s)
     s->free_since = now32();
     s->ndirty = s->npages;
     coalesce_insert(s);
-    if (fa__opt.purge_delay_ms == 0) {
-        /* s is now the merged span, neighbours included. */
-        struct fa__span *batch[1];
-        purge_detached(batch, detach_dirty(batch, 0));
-    } else if (fa__opt.purge_delay_ms > 0) {
-        /* A program whose use falls from a peak gives the memory back
-         * during its frees, with no timer and no later call. */
-        shed_locked(DIRTY_FLOOR);
-        decay_tick_locked();
-    }
+    purge_down_to(fa__purge_after_free(in_use(), ph.st.dirty_bytes));
+    decay_tick_locked();
     fa__unlock(&fa__ph_lock);
 }
 
@@ -617,6 +588,9 @@ bool fa__ph_resize(struct fa__span *s, size_t npages)
     fa__unlock(&fa__ph_lock);
     return ok;
 }
+
+void fa__ph_lock_for_fork(void) { fa__lock(&fa__ph_lock); }
+void fa__ph_unlock_for_fork(void) { fa__unlock(&fa__ph_lock); }
 
 void fa__ph_get_stats(struct fa__ph_stats *st)
 {

@@ -3,7 +3,7 @@
 #ifndef FA_PAGEHEAP_H
 #define FA_PAGEHEAP_H
 
-#include "internal.h"
+#include "base/lock.h"
 
 enum { FA_SPAN_FREE = 0, FA_SPAN_SMALL = 1, FA_SPAN_LARGE = 2, FA_SPAN_PURGING = 3 };
 
@@ -29,7 +29,7 @@ struct fa__span {
         };
         struct { /* dirty free spans */
             /* ms, the low 32 bits of fa__now_ms(): ages are compared by
-             * unsigned difference, exact for 49 days. */
+             * unsigned difference, exact for 49 days (policy/purge.c). */
             uint32_t free_since;
             /* Pages that may be resident, at most npages.  A freed span
              * merges with clean free space around it; counting the merged
@@ -71,13 +71,11 @@ void fa__ph_get_stats(struct fa__ph_stats *st) FA_HIDDEN;
  * force is set).  Takes the lock; returns bytes purged. */
 size_t fa__ph_purge(bool force) FA_HIDDEN;
 
-/* Purge dirty memory beyond 1/8 of what is in use (no floor): called when a
- * thread exits, a strong sign that its memory will not be reused soon. */
+/* A thread exited: purge as the policy says for that event. */
 void fa__ph_shed(void) FA_HIDDEN;
 
-/* Milliseconds on a coarse monotonic clock (a vDSO read, no syscall). */
-uint64_t fa__now_ms(void) FA_HIDDEN;
-
-extern fa__lock_t fa__ph_lock FA_HIDDEN;
+/* For fork: take and drop the page heap's lock. */
+void fa__ph_lock_for_fork(void) FA_HIDDEN;
+void fa__ph_unlock_for_fork(void) FA_HIDDEN;
 
 #endif

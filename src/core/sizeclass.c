@@ -1,7 +1,8 @@
 /* Size classes.  The table is built once at start-up from a rule rather than
  * written out, so that the invariants (coverage, bounded waste, alignment)
  * follow from the rule and the tests can check them. */
-#include "sizeclass.h"
+#include "core/sizeclass.h"
+#include "base/diag.h"
 
 uint8_t fa__class_small[FA_SMALL_TABLE_MAX / 8 + 1];
 uint8_t fa__class_large[FA_MAX_SMALL / 128 + 1];

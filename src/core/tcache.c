@@ -1,16 +1,18 @@
 /* Thread caches: the slow paths behind the inlined fast paths, the lists'
  * dynamic sizing, and the life cycle of a cache (created on a thread's first
  * allocation, flushed to the central cache when the thread exits, recycled). */
-#include "tcache.h"
-#include "central.h"
-#include "meta.h"
-#include "pagemap.h"
-#include "pageheap.h"
+#include "core/tcache.h"
+#include "base/lock.h"
+#include "base/options.h"
+#include "core/central.h"
+#include "core/large.h"
+#include "core/meta.h"
+#include "core/pageheap.h"
+#include "core/pagemap.h"
+#include "policy/decay.h"
 
 #include <errno.h>
 #include <pthread.h>
-
-void fa__free_other(void *p) FA_HIDDEN; /* api.c: large and foreign blocks */
 
 /* Shared stand-ins: never hold a block.  `empty` is what a new thread sees;
  * `dead` is what a thread sees once its cache has been flushed at exit, so that
@@ -27,9 +29,6 @@ static struct fa__tcache *spare_caches;
 static pthread_key_t exit_key;
 static size_t claimed;        /* sum of live caches' max_bytes */
 static unsigned live_caches;
-unsigned fa__scavenge_epoch;
-
-void fa__decay_maybe(void) FA_HIDDEN; /* decay.c */
 
 static void thread_exit(void *arg);
 
@@ -74,7 +73,6 @@ static struct fa__tcache *my_cache(void)
         return tc;
     if (tc->kind == FA_TC_DEAD)
         return NULL;
-    fa__ensure_init();
     tc = cache_new();
     if (tc == NULL)
         return NULL;
@@ -138,13 +136,10 @@ static void grow_list(struct fa__tcache *tc, unsigned cls, uint32_t delta)
 static void release(struct fa__tcache *tc, unsigned cls, unsigned n, bool to_spans)
 {
     void *head = tc->heads[cls];
-    void *last = head;
-    for (unsigned i = 1; i < n; i++)
-        last = *(void **)last;
-    tc->heads[cls] = *(void **)last;
-    *(void **)last = NULL; /* a batch may be handed on whole from a slot */
+    void *last = fa__fl_nth(head, n - 1);
+    tc->heads[cls] = fa__fl_next(last);
+    fa__fl_set_next(last, NULL); /* a batch may be handed on whole from a slot */
     tc->avail[cls] += (int32_t)n;
-    tc->releases++;
     fa__central_release(cls, head, n, to_spans);
 }
 
@@ -205,7 +200,6 @@ static inline void housekeeping(struct fa__tcache *tc)
 
 void *fa__tc_alloc_slow(size_t size)
 {
-    fa__ensure_init();
     unsigned cls = fa__size_to_class(size);
     const struct fa__class_info *ci = &fa__classes[cls];
     struct fa__tcache *tc = my_cache();
@@ -219,10 +213,8 @@ void *fa__tc_alloc_slow(size_t size)
     }
     housekeeping(tc);
     if (tc->heads[cls] != NULL) { /* a nested call refilled it */
-        void *p = tc->heads[cls];
-        tc->heads[cls] = *(void **)p;
         tc->avail[cls]++;
-        return p;
+        return fa__fl_pop(&tc->heads[cls]);
     }
     /* Slow start: a list that keeps running dry is allowed to grow, one block
      * at a time up to a batch, then a batch at a time. */
@@ -236,13 +228,12 @@ void *fa__tc_alloc_slow(size_t size)
     if (want > tc->maxlen[cls] + 1)
         want = tc->maxlen[cls] + 1; /* the byte budget is spent: stay within it */
     unsigned got = fa__central_fetch(cls, &head, want, true);
-    tc->fetches++;
     if (got == 0) {
         errno = ENOMEM;
         return NULL;
     }
-    void *p = head;
-    tc->heads[cls] = *(void **)p;
+    void *p = fa__fl_pop(&head);
+    tc->heads[cls] = head;
     /* The list was empty, so it now holds got - 1 blocks. */
     tc->avail[cls] -= (int32_t)(got - 1);
     if (tc->avail[cls] < 0) {
@@ -267,14 +258,14 @@ void fa__tc_free_slow(void *p)
     struct fa__tcache *tc = fa__tls_cache;
     if (cls == 0) {
         tc->avail[0] = FA_AVAIL_NEVER;
-        fa__free_other(p);
+        fa__large_free(p);
         return;
     }
     if (tc->kind != FA_TC_REAL) {
         tc->avail[cls] = FA_AVAIL_NEVER;
         tc = my_cache();
         if (tc == NULL) {
-            *(void **)p = NULL;
+            fa__fl_set_next(p, NULL);
             fa__central_release(cls, p, 1, false);
             return;
         }
@@ -291,12 +282,11 @@ void fa__tc_free_slow(void *p)
             release(tc, cls, len < ci->batch ? len : ci->batch, false);
     }
     if (tc->avail[cls] <= 0) { /* nothing could be released: go straight back */
-        *(void **)p = NULL;
+        fa__fl_set_next(p, NULL);
         fa__central_release(cls, p, 1, false);
         return;
     }
-    *(void **)p = tc->heads[cls];
-    tc->heads[cls] = p;
+    fa__fl_push(&tc->heads[cls], p);
     tc->avail[cls]--;
 }
 

@@ -4,8 +4,8 @@
 #ifndef FA_TCACHE_H
 #define FA_TCACHE_H
 
-#include "internal.h"
-#include "sizeclass.h"
+#include "core/freelist.h"
+#include "core/sizeclass.h"
 
 /* avail[] value that no run of decrements brings to zero: the slow path
  * stores it back rather than adding, so lost updates in a shared cache do not
@@ -27,8 +27,6 @@ struct fa__tcache {
     unsigned epoch;    /* scavenge epoch this cache last saw */
     size_t max_bytes;  /* sum of maxlen * size: bounds what the cache holds,
                           and is this cache's claim on the global bound */
-    uint64_t fetches;  /* trips to the central cache, for statistics */
-    uint64_t releases;
     struct fa__tcache *next, *prev; /* registry of live caches */
     uint8_t kind;      /* FA_TC_* */
 } FA_ALIGNED_CL;
@@ -48,7 +46,10 @@ FA_INLINE void **fa__tc_head(struct fa__tcache *tc, size_t cls)
     return (void **)((char *)tc + __builtin_offsetof(struct fa__tcache, heads) + cls * sizeof(void *));
 }
 
-/* Slow paths: the list was empty / full, or the thread has no cache. */
+/* Slow paths: the list was empty / full, or the thread has no cache.  The
+ * allocation slow path expects the allocator initialised (the api layer
+ * sees to it); the free slow path hands a block that is not small to the
+ * large-block layer. */
 void *fa__tc_alloc_slow(size_t size) FA_HIDDEN;
 void fa__tc_free_slow(void *p) FA_HIDDEN;
 
@@ -62,10 +63,6 @@ unsigned fa__tc_live_threads(void) FA_HIDDEN;
 
 /* Give back everything the calling thread caches (fa_trim). */
 void fa__tc_flush_mine(void) FA_HIDDEN;
-
-/* Bumped by the decay tick: each thread scavenges its cache at its next
- * slow path after a bump. */
-extern unsigned fa__scavenge_epoch FA_HIDDEN;
 
 /* For fork. */
 void fa__tc_lock_registry(void) FA_HIDDEN;

@@ -1,5 +1,5 @@
-#include "meta.h"
-#include "os.h"
+#include "core/meta.h"
+#include "os/os.h"
 
 #define META_CHUNK ((size_t)1 << 20)
 

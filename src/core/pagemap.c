@@ -1,8 +1,8 @@
 /* Radix-tree page map.  Leaves are mapped straight from the OS on first use;
  * their 4.5 MiB are virtual until the pages of the map that describe live
  * memory are written, so a process that uses 100 MiB touches ~55 KiB of it. */
-#include "pagemap.h"
-#include "os.h"
+#include "core/pagemap.h"
+#include "os/os.h"
 
 struct fa__pm_leaf *fa__pm_root[FA_PM_ROOT_LEN];
 

@@ -28,9 +28,13 @@
  * Lock order: registry -> pool->grow -> gpool[i] (ascending) -> metadata.
  */
 #include "fastalloc.h"
-#include "internal.h"
-#include "meta.h"
-#include "os.h"
+#include "base/clock.h"
+#include "base/diag.h"
+#include "base/lock.h"
+#include "core/freelist.h"
+#include "core/meta.h"
+#include "init/init.h"
+#include "os/os.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -49,10 +53,10 @@
 #define CUT_BATCH 64             /* objects linked at once when a block is cut */
 #define SCAN 8                   /* blocks looked at per search for remote puts */
 
-/* A free object's link word: at the object for a plain pool, in a header
- * before it for a pool with ctor or dtor (negoff = -header size), since such
- * a pool promises that a free object keeps all its state. */
-#define LINK(u, negoff) (*(void **)((char *)(u) + (negoff)))
+/* A free object's link word (through the free-list seam): at the object
+ * for a plain pool, in a header before it for a pool with ctor or dtor
+ * (negoff = -header size), since such a pool promises that a free object
+ * keeps all its state. */
 
 enum where { W_NONE, W_CUR, W_AVAIL, W_FRESH, W_FULL, W_SPARE, W_GPART, W_GEMPTY, W_DEBUG };
 
@@ -214,13 +218,6 @@ static void ensure_key(void)
     fa__unlock(&registry);
 }
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* ---- block lists ---- */
 
 /* b has just been linked into l. */
@@ -305,7 +302,7 @@ static void remote_push(struct block *b, void *u, intptr_t off)
 {
     void *old = __atomic_load_n(&b->remote, __ATOMIC_RELAXED);
     do
-        LINK(u, off) = old;
+        fa__fl_set_next_at(u, off, old);
     while (!__atomic_compare_exchange_n(&b->remote, &old, u, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
     __atomic_fetch_add(&b->nremote, 1, __ATOMIC_RELEASE);
     if (old == NULL) {
@@ -339,9 +336,9 @@ static void block_collect(fa_pool *pool, struct block *b)
         return;
     if (b->free != NULL) {
         void *t = r;
-        while (LINK(t, negoff(pool)) != NULL)
-            t = LINK(t, negoff(pool));
-        LINK(t, negoff(pool)) = b->free;
+        while (fa__fl_next_at(t, negoff(pool)) != NULL)
+            t = fa__fl_next_at(t, negoff(pool));
+        fa__fl_set_next_at(t, negoff(pool), b->free);
     }
     b->free = r;
 }
@@ -478,7 +475,7 @@ static void place(fa_pool *pool, struct lpool *lp, struct block *b)
                 lp->emptied = NULL;
             if (lp->last == b)
                 lp->last = NULL;
-            hand_over_empty(pool, lp->g, b, now_ms());
+            hand_over_empty(pool, lp->g, b, fa__now_ms());
             maybe_idle_trim(pool);
         }
     } else if (has_built_free(pool, b)) {
@@ -562,7 +559,7 @@ static struct lpool *my_lp(fa_pool *pool)
 static void lp_retire(fa_pool *pool, struct lpool *lp)
 {
     struct gpool *g = lp->g;
-    uint64_t now = now_ms();
+    uint64_t now = fa__now_ms();
     lp->last = lp->emptied = NULL;
     fa__lock(&g->lock);
     if (lp->cur != NULL) {
@@ -753,7 +750,7 @@ static void *get_unowned(fa_pool *pool)
                 block_collect(pool, b);
                 if (b->free != NULL) {
                     o = b->free;
-                    b->free = LINK(o, negoff(pool));
+                    b->free = fa__fl_next_at(o, negoff(pool));
                 } else {
                     o = cut_one(pool, b);
                 }
@@ -789,7 +786,7 @@ static void *get_unowned(fa_pool *pool)
 static inline void *pop(struct lpool *lp)
 {
     void *o = lp->head;
-    lp->head = LINK(o, lp->negoff);
+    lp->head = fa__fl_next_at(o, lp->negoff);
     lp->gets++;
     return o;
 }
@@ -804,12 +801,12 @@ static void *cut_batch(fa_pool *pool, struct lpool *lp, struct block *b, uintptr
         n = CUT_BATCH;
     uintptr_t last = u + (n - 1) * pool->slot;
     for (uintptr_t p = u; p < last; p += pool->slot)
-        LINK(p, lp->negoff) = (void *)(p + pool->slot);
-    LINK(last, lp->negoff) = NULL;
+        fa__fl_set_next_at((void *)p, lp->negoff, (void *)(p + pool->slot));
+    fa__fl_set_next_at((void *)last, lp->negoff, NULL);
     b->bump = last + pool->slot;
     if (b->bump > b->built_end)
         b->built_end = b->bump;
-    lp->head = LINK(u, lp->negoff);
+    lp->head = fa__fl_next_at((void *)u, lp->negoff);
     lp->gets++;
     return (void *)u;
 }
@@ -874,7 +871,7 @@ void *fa_pool_get(fa_pool *pool)
     void *o = lp->head;
     if (FA_UNLIKELY(o == NULL))
         return get_slow(pool);
-    lp->head = LINK(o, lp->negoff);
+    lp->head = fa__fl_next_at(o, lp->negoff);
     lp->gets++;
     return o;
 }
@@ -914,7 +911,7 @@ static inline __attribute__((always_inline)) int put_local(fa_pool *pool, struct
 {
     uintptr_t base = (uintptr_t)obj & lp->mask;
     if (FA_LIKELY(base == lp->cur_base)) {
-        LINK(obj, lp->negoff) = lp->head;
+        fa__fl_set_next_at(obj, lp->negoff, lp->head);
         lp->head = obj;
         lp->puts++;
         return 1;
@@ -922,7 +919,7 @@ static inline __attribute__((always_inline)) int put_local(fa_pool *pool, struct
     /* tag == tok: b is on lp's avail list and lp has no current block. */
     if (FA_LIKELY(__atomic_load_n((uintptr_t *)(base + lp->tag_off), __ATOMIC_RELAXED) == lp->tok)) {
         struct block *b = (struct block *)base;
-        LINK(obj, lp->negoff) = b->free;
+        fa__fl_set_next_at(obj, lp->negoff, b->free);
         b->free = obj;
         lp->puts++;
         lp->last = b;
@@ -954,7 +951,7 @@ static FA_NOINLINE void put_slow(fa_pool *pool, void *obj)
      * current block until then, so that a get cannot miss it. */
     if (lp->cur != NULL)
         place(pool, lp, close_cur(lp));
-    LINK(obj, lp->negoff) = b->free;
+    fa__fl_set_next_at(obj, lp->negoff, b->free);
     b->free = obj;
     lp->puts++;
     lp->last = b;
@@ -996,7 +993,7 @@ static size_t trim_locked(fa_pool *pool, uint64_t before)
 {
     if (pool->debug)
         return debug_trim_locked(pool);
-    uint64_t now = now_ms();
+    uint64_t now = fa__now_ms();
     for (unsigned i = 0; i < pool->ngpools; i++) {
         struct gpool *g = &pool->g[i];
         fa__lock(&g->lock);
@@ -1047,7 +1044,7 @@ static void maybe_idle_trim(fa_pool *pool)
     if (pool->idle_ms < 0 ||
         (__atomic_add_fetch(&pool->tick, 1, __ATOMIC_RELAXED) % IDLE_CHECK_EVERY) != 0)
         return;
-    uint64_t now = now_ms();
+    uint64_t now = fa__now_ms();
     uint64_t last = __atomic_load_n(&pool->last_check_ms, __ATOMIC_RELAXED);
     if (now - last < (uint64_t)pool->idle_ms / 4)
         return;
@@ -1096,7 +1093,7 @@ static void *debug_get(fa_pool *pool)
     pthread_mutex_lock(&pool->grow);
     void *o = pool->dbg_free;
     if (o != NULL) {
-        pool->dbg_free = LINK(o, negoff(pool));
+        pool->dbg_free = fa__fl_next_at(o, negoff(pool));
     } else {
         struct block *b = pool->dbg_blk;
         if (b == NULL || b->bump >= b->end) {
@@ -1136,7 +1133,7 @@ static void debug_put(fa_pool *pool, void *u)
         fa__fatal("fastalloc: fa_pool_put(): double put of %p in pool '%s'", u, pool->name);
     b->bits[i / 64] &= ~bit;
     b->out--;
-    LINK(u, negoff(pool)) = pool->dbg_free;
+    fa__fl_set_next_at(u, negoff(pool), pool->dbg_free);
     pool->dbg_free = u;
     pool->puts_retired++;
     pthread_mutex_unlock(&pool->grow);
@@ -1147,13 +1144,20 @@ static size_t debug_trim_locked(fa_pool *pool)
 {
     for (struct block *b = pool->blocks; b != NULL; b = b->next)
         b->doomed = b->out == 0;
-    void **pp = &pool->dbg_free;
-    while (*pp != NULL) {
-        if (block_of(pool, *pp)->doomed)
-            *pp = LINK(*pp, negoff(pool));
+    void *kept = NULL, *tail = NULL;
+    for (void *o = pool->dbg_free, *next; o != NULL; o = next) {
+        next = fa__fl_next_at(o, negoff(pool));
+        if (block_of(pool, o)->doomed)
+            continue;
+        if (tail == NULL)
+            kept = o;
         else
-            pp = &LINK(*pp, negoff(pool));
+            fa__fl_set_next_at(tail, negoff(pool), o);
+        tail = o;
     }
+    if (tail != NULL)
+        fa__fl_set_next_at(tail, negoff(pool), NULL);
+    pool->dbg_free = kept;
     if (pool->dbg_blk != NULL && pool->dbg_blk->doomed)
         pool->dbg_blk = NULL;
     size_t released = 0;
@@ -1176,7 +1180,7 @@ static size_t debug_trim_locked(fa_pool *pool)
  * mutex and global pools, the usual order), so the child finds the pools
  * consistent.  The blocks of the parent's other threads stay owned by local
  * pools that have no thread in the child: the child cannot reuse them. */
-void fa__pool_fork_prepare(void)
+static void fork_prepare(void)
 {
     fa__lock(&registry);
     for (size_t id = 0; id < POOL_MAX; id++) {
@@ -1189,7 +1193,7 @@ void fa__pool_fork_prepare(void)
     }
 }
 
-void fa__pool_fork_release(int child)
+static void fork_release(int child)
 {
     for (size_t id = POOL_MAX; id-- > 0;) {
         fa_pool *p = pools[id];
@@ -1205,6 +1209,11 @@ void fa__pool_fork_release(int child)
     fa__unlock(&registry);
 }
 
+static void join_fork(void)
+{
+    fa__init_fork_hooks(fork_prepare, fork_release);
+}
+
 /* ---- create / destroy / stats ---- */
 
 fa_pool *fa_pool_create(const fa_pool_options *opt)
@@ -1216,6 +1225,8 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
         return NULL;
     }
     fa__ensure_init();
+    static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+    pthread_once(&fork_once, join_fork);
     size_t align = opt->object_align ? opt->object_align : 16;
     if (align < sizeof(void *))
         align = sizeof(void *);
@@ -1273,7 +1284,7 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
         strncpy(pool->name, opt->name, sizeof pool->name - 1);
     pthread_mutex_init(&pool->grow, NULL);
     pool->locals.next = pool->locals.prev = &pool->locals;
-    pool->last_check_ms = now_ms();
+    pool->last_check_ms = fa__now_ms();
 
     fa__lock(&registry);
     unsigned id = 0;
@@ -1312,7 +1323,7 @@ void fa_pool_destroy(fa_pool *pool)
     /* dtor on every free object (objects still out get none): the free
      * lists, remote puts, and what a reset block has not cut again. */
     if (pool->dtor) {
-        for (void *o = pool->dbg_free; o != NULL; o = LINK(o, negoff(pool)))
+        for (void *o = pool->dbg_free; o != NULL; o = fa__fl_next_at(o, negoff(pool)))
             pool->dtor(o, pool->arg);
         for (struct block *b = pool->blocks; b != NULL; b = b->next) {
             if (b->where == W_DEBUG)
@@ -1320,7 +1331,7 @@ void fa_pool_destroy(fa_pool *pool)
             int64_t n;
             void *lists[2] = {b->free, remote_take(b, &n)};
             for (int k = 0; k < 2; k++)
-                for (void *o = lists[k]; o != NULL; o = LINK(o, negoff(pool)))
+                for (void *o = lists[k]; o != NULL; o = fa__fl_next_at(o, negoff(pool)))
                     pool->dtor(o, pool->arg);
             for (uintptr_t u = b->bump; u < b->built_end; u += pool->slot)
                 pool->dtor((void *)u, pool->arg);

@@ -5,7 +5,7 @@
 #ifndef FA_PAGEMAP_H
 #define FA_PAGEMAP_H
 
-#include "internal.h"
+#include "base/config.h"
 
 struct fa__span;
 

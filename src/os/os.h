@@ -2,7 +2,7 @@
 #ifndef FA_OS_H
 #define FA_OS_H
 
-#include "internal.h"
+#include "base/config.h"
 
 /* Map size bytes of zeroed read-write memory aligned to align (a power of two
  * or 0 for the OS page).  NULL when the OS refuses. */

@@ -5,10 +5,11 @@
  *  - the spans of this class that have free blocks, to build batches from
  *    when the slots are empty.
  * A span whose blocks have all come back goes to the page heap at once. */
-#include "central.h"
-#include "sizeclass.h"
-#include "pageheap.h"
-#include "pagemap.h"
+#include "core/central.h"
+#include "core/freelist.h"
+#include "core/pageheap.h"
+#include "core/pagemap.h"
+#include "core/sizeclass.h"
 
 #define SLOT_BYTES ((size_t)128 << 10) /* bound on what a class keeps in slots */
 #define MAX_SLOTS 64
@@ -106,18 +107,14 @@ static unsigned fetch_from_spans(struct central *cc, unsigned cls, void **head, 
             break;
         }
         while (got < n && s->freelist != NULL) {
-            void *o = s->freelist;
-            s->freelist = *(void **)o;
-            *(void **)o = list;
-            list = o;
+            fa__fl_push(&list, fa__fl_pop(&s->freelist));
             got++;
             s->used++;
         }
         while (got < n && s->bump < s->limit) {
             void *o = (void *)s->bump;
             s->bump += size;
-            *(void **)o = list;
-            list = o;
+            fa__fl_push(&list, o);
             got++;
             s->used++;
         }
@@ -153,10 +150,9 @@ static void to_spans(struct central *cc, unsigned cls, void *head, unsigned n)
     const uint32_t objs = fa__classes[cls].objs;
     void *o = head;
     for (unsigned i = 0; i < n; i++) {
-        void *next = *(void **)o;
+        void *next = fa__fl_next(o);
         struct fa__span *s = fa__pm_span((uintptr_t)o);
-        *(void **)o = s->freelist;
-        s->freelist = o;
+        fa__fl_push(&s->freelist, o);
         s->used--;
         if (s->used == 0) {
             /* Every block is back: the span returns to the page heap. */

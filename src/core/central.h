@@ -4,7 +4,7 @@
 #ifndef FA_CENTRAL_H
 #define FA_CENTRAL_H
 
-#include "internal.h"
+#include "base/config.h"
 
 void fa__central_init(void) FA_HIDDEN;
 

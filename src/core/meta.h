@@ -3,7 +3,7 @@
 #ifndef FA_META_H
 #define FA_META_H
 
-#include "internal.h"
+#include "base/lock.h"
 
 /* Zeroed, cache-line aligned memory that is never returned.  Callers keep
  * their own free lists of the objects they stop using. */

@@ -1,0 +1,110 @@
+/* malloc, calloc, realloc and friends, and the allocation slow paths. */
+#include "fastalloc.h"
+#include "api/fastpath.h"
+#include "api/override.h"
+#include "core/large.h"
+#include "init/init.h"
+
+#include <errno.h>
+#include <string.h>
+
+void *fa__api_alloc_slow(size_t size)
+{
+    fa__ensure_init();
+    return fa__tc_alloc_slow(size);
+}
+
+void *fa__api_alloc_large(size_t size, size_t align, bool zero)
+{
+    fa__ensure_init();
+    return fa__large_alloc(size, align, zero);
+}
+
+void *fa_malloc(size_t size)
+{
+    return fa__do_malloc(size);
+}
+
+void *fa_calloc(size_t n, size_t size)
+{
+    size_t total;
+    if (FA_UNLIKELY(__builtin_mul_overflow(n, size, &total))) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (total > FA_MAX_SMALL)
+        return fa__api_alloc_large(total, 0, true);
+    void *p = fa__do_malloc(total);
+    if (FA_LIKELY(p != NULL))
+        memset(p, 0, total);
+    return p;
+}
+
+size_t fa_malloc_usable_size(void *p)
+{
+    if (p == NULL)
+        return 0;
+    unsigned cls = fa__pm_class((uintptr_t)p);
+    if (FA_LIKELY(cls != 0))
+        return fa__classes[cls].size;
+    return fa__large_usable(p);
+}
+
+static void *move_block(void *p, size_t old_usable, size_t size)
+{
+    void *n = fa__do_malloc(size);
+    if (FA_UNLIKELY(n == NULL))
+        return NULL; /* errno is ENOMEM; p stays valid, as the standard asks */
+    memcpy(n, p, old_usable < size ? old_usable : size);
+    fa__do_free(p);
+    return n;
+}
+
+void *fa_realloc(void *p, size_t size)
+{
+    if (p == NULL)
+        return fa__do_malloc(size);
+    if (size == 0) { /* glibc frees and returns NULL */
+        fa__do_free(p);
+        return NULL;
+    }
+    unsigned cls = fa__pm_class((uintptr_t)p);
+    if (cls != 0) {
+        /* Stay in place only within the same class: a shrink into a smaller
+         * class moves, so the block's size and its class always agree (which
+         * sized free relies on). */
+        if (size <= FA_MAX_SMALL && fa__size_to_class(size) == cls)
+            return p;
+        return move_block(p, fa__classes[cls].size, size);
+    }
+    struct fa__span *s = fa__large_span_of(p, "realloc");
+    if (FA_UNLIKELY(size > FA_MAX_REQUEST)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (size > FA_MAX_SMALL && fa__large_resize(s, size))
+        return p;
+    return move_block(p, fa__large_size(s), size);
+}
+
+void *fa_reallocarray(void *p, size_t n, size_t size)
+{
+    size_t total;
+    if (FA_UNLIKELY(__builtin_mul_overflow(n, size, &total))) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return fa_realloc(p, total);
+}
+
+#ifdef FA_OVERRIDE
+FA_ALIAS(malloc, fa_malloc);
+FA_ALIAS(calloc, fa_calloc);
+FA_ALIAS(realloc, fa_realloc);
+FA_ALIAS(reallocarray, fa_reallocarray);
+FA_ALIAS(malloc_usable_size, fa_malloc_usable_size);
+/* glibc's internal names: glibc itself and some programs call these. */
+FA_ALIAS(__libc_malloc, fa_malloc);
+FA_ALIAS(__libc_calloc, fa_calloc);
+FA_ALIAS(__libc_realloc, fa_realloc);
+#endif

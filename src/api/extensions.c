@@ -1,0 +1,77 @@
+/* fastalloc's own calls beyond the standard family: trim, the limit,
+ * options, ownership and statistics. */
+#include "fastalloc.h"
+#include "api/override.h"
+#include "base/options.h"
+#include "core/central.h"
+#include "core/pageheap.h"
+#include "core/pagemap.h"
+#include "core/sizeclass.h"
+#include "core/tcache.h"
+#include "init/init.h"
+#include "policy/decay.h"
+#include "stats/stats.h"
+
+size_t fa_trim(void)
+{
+    fa__ensure_init();
+    fa__tc_flush_mine();
+    fa__central_drain(false);
+    return fa__ph_purge(true);
+}
+
+void fa_set_limit(size_t bytes)
+{
+    fa__ensure_init();
+    __atomic_store_n(&fa__opt.limit, bytes, __ATOMIC_RELAXED);
+}
+
+int fa_option_set(const char *name, long long value)
+{
+    fa__ensure_init();
+    int err = fa__option_set(name, value);
+    if (err == 0) /* a thread whose cache is over a smaller bound sheds it soon */
+        fa__decay_scavenge_soon();
+    return err;
+}
+
+int fa_option_get(const char *name, long long *value)
+{
+    fa__ensure_init();
+    return fa__option_get(name, value);
+}
+
+void fa_stats(fa_stats_t *out)
+{
+    fa__ensure_init();
+    fa__stats_collect(out);
+}
+
+int fa_owns(const void *p)
+{
+    if (p == NULL || !__atomic_load_n(&fa__initialized, __ATOMIC_ACQUIRE))
+        return 0;
+    uintptr_t a = (uintptr_t)p;
+    struct fa__span *s = fa__pm_span(a);
+    if (s == NULL || s->npages == 0 || a < s->start || a >= s->start + s->npages * FA_PAGE_SIZE)
+        return 0;
+    if (s->state == FA_SPAN_LARGE)
+        return a == s->start;
+    if (s->state == FA_SPAN_SMALL) {
+        unsigned cls = fa__pm_class(a);
+        if (cls == 0 || cls != s->cls)
+            return 0;
+        size_t off = a - s->start;
+        return off % fa__classes[cls].size == 0 && off < (size_t)fa__classes[cls].objs * fa__classes[cls].size;
+    }
+    return 0;
+}
+
+#ifdef FA_OVERRIDE
+/* glibc's name: returns 1 when memory was given back. */
+__attribute__((visibility("default"))) int malloc_trim(size_t pad)
+{
+    (void)pad;
+    return fa_trim() > 0;
+}
+#endif

@@ -1,0 +1,64 @@
+/* The fast paths of malloc and free, inlined into every public entry point.
+ * Their common case (a small block; the thread cache has one, or has room)
+ * is straight-line code with no call, no lock and no atomic
+ * read-modify-write: one TLS load, one or two table loads and a free-list
+ * pop or push.  Everything else leaves through one unlikely branch into a
+ * slow path; that branch is where debug modes, hooks and tracing attach. */
+#ifndef FA_API_FASTPATH_H
+#define FA_API_FASTPATH_H
+
+#include "base/config.h"
+#include "core/freelist.h"
+#include "core/large.h"
+#include "core/pagemap.h"
+#include "core/sizeclass.h"
+#include "core/tcache.h"
+
+/* Slow paths (alloc.c): start-up, then the thread cache's refill; and a
+ * block too large for the size classes.  Never inlined: the fast path
+ * would pay for their stack frame. */
+FA_NOINLINE void *fa__api_alloc_slow(size_t size) FA_HIDDEN;
+FA_NOINLINE void *fa__api_alloc_large(size_t size, size_t align, bool zero) FA_HIDDEN;
+
+FA_INLINE void *fa__do_malloc(size_t size)
+{
+    unsigned cls;
+    if (FA_LIKELY(size <= FA_SMALL_TABLE_MAX))
+        cls = fa__class_small[(size + 7) >> 3];
+    else if (FA_LIKELY(size <= FA_MAX_SMALL))
+        cls = fa__class_large[(size + 127) >> 7];
+    else
+        return fa__api_alloc_large(size, 0, false);
+    struct fa__tcache *tc = fa__tls_cache;
+    void *p = tc->heads[cls];
+    if (FA_UNLIKELY(p == NULL))
+        return fa__api_alloc_slow(size);
+    tc->heads[cls] = fa__fl_next(p);
+    tc->avail[cls]++;
+    return p;
+}
+
+FA_INLINE void fa__free_to_class(void *p, size_t cls)
+{
+    struct fa__tcache *tc = fa__tls_cache;
+    if (FA_UNLIKELY(--tc->avail[cls] < 0)) {
+        /* The slow path reads the class again: passing it would cost the
+         * fast path a register move. */
+        fa__tc_free_slow(p);
+        return;
+    }
+    fa__fl_push(fa__tc_head(tc, cls), p);
+}
+
+FA_INLINE void fa__do_free(void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    struct fa__pm_leaf *leaf = fa__pm_leaf_of(a);
+    if (FA_UNLIKELY(leaf == NULL)) {
+        fa__large_free(p);
+        return;
+    }
+    fa__free_to_class(p, leaf->cls[fa__pm_index(a)]);
+}
+
+#endif

@@ -1,0 +1,38 @@
+/* Base layer: compiler macros and the constants every layer shares.
+ *
+ * Nothing here calls anything: this header, lock.h, diag.h, clock.h and
+ * options.h are the bottom of the layer table in docs/DESIGN.md, and may be
+ * included by every file. */
+#ifndef FA_BASE_CONFIG_H
+#define FA_BASE_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#define FA_LIKELY(x) __builtin_expect(!!(x), 1)
+#define FA_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define FA_HIDDEN __attribute__((visibility("hidden")))
+#define FA_NOINLINE __attribute__((noinline))
+#define FA_INLINE static inline __attribute__((always_inline))
+#define FA_COLD __attribute__((cold, noinline))
+#define FA_CACHELINE 64
+#define FA_ALIGNED_CL __attribute__((aligned(FA_CACHELINE)))
+
+/* Allocator pages are 8 KiB: two OS pages, so one page-map entry covers more
+ * memory and spans of small objects waste less at their tail. */
+#define FA_PAGE_SHIFT 13
+#define FA_PAGE_SIZE ((size_t)1 << FA_PAGE_SHIFT)
+
+/* Blocks of at most this many bytes go through the size classes and thread
+ * caches; bigger ones are spans of their own. */
+#define FA_MAX_SMALL ((size_t)256 << 10)
+
+/* Requests above this are impossible: the size could not be rounded up to
+ * whole pages without wrapping. */
+#define FA_MAX_REQUEST ((size_t)PTRDIFF_MAX - ((size_t)64 << 20))
+
+/* Every block of 16 bytes or more is aligned to this (max_align_t). */
+#define FA_MIN_ALIGN 16
+
+#endif

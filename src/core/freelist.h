@@ -1,0 +1,76 @@
+/* The free-list seam: the only code that reads or writes the link word of
+ * a free block.  Thread caches, central caches and the fast paths all keep
+ * free blocks as singly linked lists threaded through the blocks' first
+ * word, and reach that word through these functions alone.
+ *
+ * A mode that changes what a link is (an encoded link in a hardened build,
+ * a fill or a check in a debug build, a trace of every push and pop)
+ * changes this file and nothing else.  Today a link is the plain address
+ * of the next free block, NULL at the end, and each function compiles to
+ * the one load or store it names; the fast paths' instruction counts
+ * depend on that (tools/icount.sh). */
+#ifndef FA_CORE_FREELIST_H
+#define FA_CORE_FREELIST_H
+
+#include "base/config.h"
+
+/* The block after b on its list (NULL at the end). */
+FA_INLINE void *fa__fl_next(void *b)
+{
+    return *(void **)b;
+}
+
+/* Make next follow b. */
+FA_INLINE void fa__fl_set_next(void *b, void *next)
+{
+    *(void **)b = next;
+}
+
+/* The check a free makes before its block joins a list (*head is the
+ * list's first block): none in this build.  A hardened or debug build
+ * checks here for a block pushed twice in a row and for a link that
+ * points outside the block's span. */
+FA_INLINE void fa__fl_check_push(void *const *head, const void *b)
+{
+    (void)head;
+    (void)b;
+}
+
+/* Push b on the list at *head. */
+FA_INLINE void fa__fl_push(void **head, void *b)
+{
+    fa__fl_check_push(head, b);
+    fa__fl_set_next(b, *head);
+    *head = b;
+}
+
+/* Pop the first block of a list known not to be empty. */
+FA_INLINE void *fa__fl_pop(void **head)
+{
+    void *b = *head;
+    *head = fa__fl_next(b);
+    return b;
+}
+
+/* Links kept at an offset from the block: the object pool keeps a free
+ * object's whole state when the pool has a ctor or dtor, so the link of
+ * such an object lives in a header before it (off < 0). */
+FA_INLINE void *fa__fl_next_at(void *b, intptr_t off)
+{
+    return *(void **)((char *)b + off);
+}
+
+FA_INLINE void fa__fl_set_next_at(void *b, intptr_t off, void *next)
+{
+    *(void **)((char *)b + off) = next;
+}
+
+/* The n-th block of a list (n = 0 is the first); the list has more than n. */
+FA_INLINE void *fa__fl_nth(void *head, unsigned n)
+{
+    while (n-- > 0)
+        head = fa__fl_next(head);
+    return head;
+}
+
+#endif

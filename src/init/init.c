@@ -1,0 +1,84 @@
+/* Start-up, and holding every lock across fork(). */
+#include "init/init.h"
+#include "base/lock.h"
+#include "base/options.h"
+#include "core/central.h"
+#include "core/meta.h"
+#include "core/pageheap.h"
+#include "core/sizeclass.h"
+#include "core/tcache.h"
+#include "policy/decay.h"
+
+#include <pthread.h>
+
+int fa__initialized;
+
+static fa__lock_t init_lock = FA_LOCK_INIT;
+static int atfork_registered;
+static void (*upper_prepare)(void);
+static void (*upper_release)(int child);
+
+void fa__init_fork_hooks(void (*prepare)(void), void (*release)(int child))
+{
+    __atomic_store_n(&upper_release, release, __ATOMIC_RELEASE);
+    __atomic_store_n(&upper_prepare, prepare, __ATOMIC_RELEASE);
+}
+
+/* Fork: hold every lock across fork() so the child gets consistent
+ * structures, whatever the other threads of the parent were doing.  The
+ * release hook is read once, at prepare, so a hook set while a fork is
+ * under way is not released without having been prepared. */
+static void (*fork_release_hook)(int child);
+
+static void fork_prepare(void)
+{
+    void (*prepare)(void) = __atomic_load_n(&upper_prepare, __ATOMIC_ACQUIRE);
+    fork_release_hook = prepare != NULL ? __atomic_load_n(&upper_release, __ATOMIC_ACQUIRE) : NULL;
+    if (prepare != NULL)
+        prepare();
+    fa__tc_lock_registry();
+    fa__central_lock_all();
+    fa__ph_lock_for_fork();
+    fa__lock(&fa__meta_lock);
+}
+
+static void fork_unlock_heap(void)
+{
+    fa__unlock(&fa__meta_lock);
+    fa__ph_unlock_for_fork();
+    fa__central_unlock_all();
+    fa__tc_unlock_registry();
+}
+
+static void fork_parent(void)
+{
+    fork_unlock_heap();
+    if (fork_release_hook != NULL)
+        fork_release_hook(0);
+}
+
+static void fork_child(void)
+{
+    fa__ph_after_fork_child();
+    fork_unlock_heap();
+    if (fork_release_hook != NULL)
+        fork_release_hook(1);
+    fa__decay_after_fork_child();
+}
+
+void fa__global_init(void)
+{
+    fa__lock(&init_lock);
+    if (!fa__initialized) {
+        fa__options_from_env();
+        fa__sizeclass_init();
+        fa__ph_init();
+        fa__central_init();
+        fa__tc_init();
+        __atomic_store_n(&fa__initialized, 1, __ATOMIC_RELEASE);
+    }
+    fa__unlock(&init_lock);
+    /* pthread_atfork may allocate, so it runs after the allocator is ready. */
+    if (__atomic_exchange_n(&atfork_registered, 1, __ATOMIC_ACQ_REL) == 0)
+        pthread_atfork(fork_prepare, fork_parent, fork_child);
+}

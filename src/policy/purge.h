@@ -1,0 +1,33 @@
+/* Purge policy: when, and how much, the page heap gives dirty free pages
+ * back to the OS.  The page heap owns the mechanism (which spans, madvise
+ * outside its lock, coalescing); it asks these functions, with its lock
+ * held, at each event that may call for a purge.  They read the options
+ * and the clock, and touch nothing else, so a new policy is this file. */
+#ifndef FA_POLICY_PURGE_H
+#define FA_POLICY_PURGE_H
+
+#include "base/config.h"
+
+/* "Purge nothing now." */
+#define FA_PURGE_NONE SIZE_MAX
+
+/* A span was just freed: purge dirty memory down to the bytes returned, or
+ * FA_PURGE_NONE.  in_use: bytes in spans in use; dirty: dirty free bytes. */
+size_t fa__purge_after_free(size_t in_use, size_t dirty) FA_HIDDEN;
+
+/* A thread exited, a strong sign that its memory will not be reused soon:
+ * the same answer, with no floor. */
+size_t fa__purge_at_exit(size_t in_use, size_t dirty) FA_HIDDEN;
+
+/* Is the page heap's timed look at old dirty spans due?  last_ms: when it
+ * last looked.  Reads the clock only when a look could purge. */
+bool fa__purge_look_due(uint64_t last_ms, uint64_t *now_ms) FA_HIDDEN;
+
+/* Is a span dirty since free_since (the low 32 bits of fa__now_ms())
+ * old enough at now to be purged? */
+bool fa__purge_span_aged(uint64_t now_ms, uint32_t free_since) FA_HIDDEN;
+
+/* How often the decay tick (policy/decay.c) runs, in ms. */
+uint64_t fa__purge_tick_interval_ms(void) FA_HIDDEN;
+
+#endif

@@ -1,0 +1,11 @@
+/* Statistics: every layer's counters gathered into the public record.
+ * Reads only: each layer keeps its own counters where it works. */
+#ifndef FA_STATS_H
+#define FA_STATS_H
+
+#include "fastalloc.h"
+#include "base/config.h"
+
+void fa__stats_collect(fa_stats_t *out) FA_HIDDEN;
+
+#endif
