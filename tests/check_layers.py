@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""The layer check: calls and includes in src/ go only down the layer table.
+
+The table is the one in docs/DESIGN.md under "## Layers": each row has a
+rank, and names the files of its layer.  This script
+  - maps every file under src/ to its rank (a file the table does not name
+    fails the check: a new file must be placed);
+  - reads each object file's undefined symbols with nm and fails on any that
+    another object of the library defines at a higher rank;
+  - fails on any #include of a src/ header of a higher rank (inline
+    functions never show in nm);
+  - fails on a prototype or extern of an fa__ name written in a .c file:
+    declarations live in headers, so that a caller cannot copy one by hand.
+
+usage: check_layers.py REPO_ROOT OBJECT_DIR
+OBJECT_DIR is the static library's CMake object folder; its objects are
+named after their sources (src/core/tcache.c -> .../src/core/tcache.c.o).
+"""
+import os
+import re
+import subprocess
+import sys
+
+
+def fail(msg):
+    print("check_layers: " + msg)
+    return 1
+
+
+def read_table(design):
+    """{path: (rank, layer name)} from the table under '## Layers'."""
+    ranks = {}
+    in_section = False
+    with open(design, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("## "):
+                in_section = line.strip() == "## Layers"
+                continue
+            if not in_section or not line.startswith("|"):
+                continue
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) < 3 or not cells[0].isdigit():
+                continue
+            rank, layer = int(cells[0]), cells[1]
+            for path in re.findall(r"`(src/[^`]+)`", cells[2]):
+                if path in ranks:
+                    raise SystemExit(fail("%s is in two rows of the table" % path))
+                ranks[path] = (rank, layer)
+    return ranks
+
+
+def source_files(root):
+    out = []
+    for d, _, files in os.walk(os.path.join(root, "src")):
+        for name in files:
+            if name.endswith((".c", ".h")):
+                out.append(os.path.relpath(os.path.join(d, name), root))
+    return sorted(out)
+
+
+def nm_symbols(objects):
+    """{object: (defined set, undefined set)}"""
+    out = subprocess.run([os.environ.get("NM", "nm"), "-A"] + objects, check=True, capture_output=True, text=True).stdout
+    syms = {o: (set(), set()) for o in objects}
+    for line in out.splitlines():
+        obj, _, rest = line.partition(":")
+        parts = rest.split()
+        if len(parts) == 2 and parts[0] == "U":
+            syms[obj][1].add(parts[1])
+        elif len(parts) == 3 and parts[1] not in ("U", "w", "v"):
+            syms[obj][0].add(parts[2])
+    return syms
+
+
+# A function prototype, or an extern, of an fa__ name at file scope.
+PROTO = re.compile(r"^(?!static\b)(?:extern\b[^;{(]*\b(fa__\w+)\b[^;{]*"
+                   r"|[A-Za-z_][\w \t\*]*\b(fa__\w+)\s*\([^;{]*\)[^;{]*);\s*$")
+
+
+def main():
+    if len(sys.argv) != 3:
+        return fail("usage: check_layers.py REPO_ROOT OBJECT_DIR")
+    root, objdir = sys.argv[1], sys.argv[2]
+    ranks = read_table(os.path.join(root, "docs", "DESIGN.md"))
+    if not ranks:
+        return fail("no layer table under '## Layers' in docs/DESIGN.md")
+    errors = []
+    files = source_files(root)
+    for f in files:
+        if f not in ranks:
+            errors.append("%s is not in the layer table of docs/DESIGN.md" % f)
+    for f in ranks:
+        if f not in files:
+            errors.append("the layer table names %s, which does not exist" % f)
+
+    # Includes.
+    inc = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+    for f in files:
+        if f not in ranks:
+            continue
+        with open(os.path.join(root, f), encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                m = inc.match(line)
+                if not m or m.group(1) == "fastalloc.h":
+                    continue
+                target = "src/" + m.group(1)
+                if target not in ranks:
+                    errors.append("%s:%d includes %s, which is not in the table" % (f, n, m.group(1)))
+                elif ranks[target][0] > ranks[f][0]:
+                    errors.append("%s:%d (%s) includes %s (%s): an upward include"
+                                  % (f, n, ranks[f][1], m.group(1), ranks[target][1]))
+
+    # Hand-written declarations in .c files.
+    for f in files:
+        if not f.endswith(".c"):
+            continue
+        with open(os.path.join(root, f), encoding="utf-8") as fh:
+            depth = 0
+            for n, line in enumerate(fh, 1):
+                m = PROTO.match(line) if depth == 0 else None
+                if m:
+                    errors.append("%s:%d declares %s: declare it in its layer's header"
+                                  % (f, n, m.group(1) or m.group(2)))
+                depth += line.count("{") - line.count("}")
+
+    # Calls and data references, from the objects.
+    objects = []
+    for d, _, names in os.walk(objdir):
+        objects += [os.path.join(d, n) for n in names if n.endswith(".c.o")]
+    if not objects:
+        return fail("no object files under %s" % objdir)
+    src_of = {}
+    for o in objects:
+        rel = os.path.relpath(o, objdir)
+        i = rel.find("src" + os.sep)
+        src_of[o] = rel[i:-2] if i >= 0 else rel
+    syms = nm_symbols(objects)
+    definer = {}
+    for o, (defined, _) in syms.items():
+        for s in defined:
+            definer[s] = o
+    for o, (_, undefined) in syms.items():
+        me = src_of[o]
+        if me not in ranks:
+            errors.append("object %s has no row in the table" % me)
+            continue
+        for s in sorted(undefined):
+            d = definer.get(s)
+            if d is None:
+                continue
+            them = src_of[d]
+            if them in ranks and ranks[them][0] > ranks[me][0]:
+                errors.append("%s (%s, rank %d) uses %s from %s (%s, rank %d): an upward call"
+                              % (me, ranks[me][1], ranks[me][0], s, them, ranks[them][1], ranks[them][0]))
+    for e in errors:
+        print("check_layers: " + e)
+    if errors:
+        return 1
+    print("check_layers: %d files in %d layers, %d objects: every call and include goes down"
+          % (len(files), len({r for r, _ in ranks.values()}), len(objects)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
