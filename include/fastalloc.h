@@ -83,14 +83,8 @@ FA_API size_t fa_trim(void);
 FA_API void fa_set_limit(size_t bytes);
 
 /* Set or read a knob by name; 0 on success, EINVAL for an unknown name or a
- * bad value.  Names (and the environment variables read at start-up):
- *   purge_delay_ms     FASTALLOC_PURGE_DELAY_MS   ms; 0 = at once, -1 = never
- *   purge_madv_free    FASTALLOC_PURGE=free       1: MADV_FREE, 0: MADV_DONTNEED
- *   hugepages          FASTALLOC_HUGEPAGES        1: MADV_HUGEPAGE on the heap
- *   background         FASTALLOC_BACKGROUND       1: a thread does the timed work
- *   limit              FASTALLOC_LIMIT            bytes (K, M, G suffixes in env)
- *   thread_cache_bytes FASTALLOC_THREAD_CACHE_BYTES  one thread's cache
- *   thread_cache_max   FASTALLOC_THREAD_CACHE_MAX    all thread caches together */
+ * value out of its range.  The names, their environment variables (read
+ * once at start-up), ranges and defaults are in docs/TUNING.md. */
 FA_API int fa_option_set(const char *name, long long value);
 FA_API int fa_option_get(const char *name, long long *value);
 
