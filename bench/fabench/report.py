@@ -1,0 +1,211 @@
+"""What comes out after the runs: the tables on the terminal, report.md and
+results.json in the output folder, and the facts about the run they carry
+(date, revision, host, load)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+from .allocators import git_revision
+from .checks import add_checks
+from .plots import make_plots
+from .runner import Suite, group_failures
+from .stats import fmt_clock, summarize_all
+from .tables import Table, add_plots, build_tables, md_table, text_table
+from .workloads import Plan
+
+
+def host_info() -> dict:
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"kernel": platform.release(), "machine": platform.machine(), "cpu": cpu,
+            "cpus": os.cpu_count(), "python": platform.python_version()}
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def run_meta(plan: Plan) -> dict:
+    """The facts known before the first run; main adds elapsed_s and
+    load_end after the last."""
+    return {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "revision": git_revision(), "build": str(plan.build), "host": host_info(),
+            "load_start": loadavg(), "rounds": plan.default_rounds, "quick": plan.quick}
+
+
+def report_results(plan: Plan, skipped, suite: Suite, meta: dict, out_dir: Path,
+                   why_no_callgrind: str) -> None:
+    """From the runs to the rows, tables, checks and plots: prints them and
+    writes report.md and results.json into out_dir."""
+    rows_by = summarize_all(plan.workloads, plan.allocs, suite.runs)
+    tables = build_tables(plan.workloads, plan.allocs, suite.runs, rows_by, why_no_callgrind)
+    summary = add_checks(tables, plan.workloads, rows_by)
+    plots, plot_note = make_plots(out_dir, plan.workloads, rows_by, [a.name for a in plan.allocs])
+    add_plots(tables, plots)
+    grouped = group_failures(suite.failures)
+    print_results(tables, summary, skipped, plot_note, suite.failures, grouped)
+    report = out_dir / "report.md"
+    write_report(report, meta, plan.allocs, skipped, tables, summary, grouped, plan.quick, plot_note)
+    write_results_json(out_dir / "results.json", meta, plan, skipped, rows_by, suite.runs)
+    print(f"\nwrote {report}, {out_dir / 'results.json'}"
+          f"{' and ' + str(sum(len(v) for v in plots.values())) + ' plots' if plots else ''} "
+          f"({fmt_clock(meta['elapsed_s'])})", file=sys.stderr)
+
+
+def print_results(tables: list[Table], summary: list[str], skipped, plot_note: str,
+                  failures: list, grouped: dict) -> None:
+    """The tables, the summary, what was skipped and each distinct failure
+    with the command that reproduces it, to stdout."""
+    for t in tables:
+        print(f"== {t.name}")
+        if t.body:
+            print(text_table(t.header, t.body, t.seps, t.left))
+        for n in t.notes:
+            print(n)
+        for header, body, left in t.subtables:
+            print(text_table(header, body, set(), left))
+        for b in t.bullets:
+            print(f"  {b}")
+        print()
+    for s in summary:
+        print(s)
+    for n, why in skipped:
+        print(f"skipped {n}: {why}")
+    if plot_note:
+        print(plot_note)
+    if failures:
+        print(f"\n{len(failures)} run(s) FAILED:")
+        for (wname, aname, error), (rounds_failed, cmd, _) in grouped.items():
+            print(f"  {wname} / {aname}, round {','.join(map(str, rounds_failed))}: {error}\n"
+                  f"    reproduce: {cmd}")
+
+
+TABLE_INTRO = {
+    "malloc_micro": "The first harness's micro-benchmark: one thread or two, each on its own blocks.",
+    "strings": "Seed 000: 10,000 buffers of 1,024 B, zero-filled, all live, then all freed; per buffer "
+               "(malloc + memset + free). The seed's unit, seconds for 1,000 rounds, is ns/buffer x 0.01. "
+               "The -O0 row is the same loop compiled at -O0; the allocators stay -O2 in their own "
+               "libraries, so only the loop gets slower (the seed's pool, compiled into the program, "
+               "lost its whole advantage at -O0). fa_free_sized: fastalloc's sized free, against the "
+               "-O2 row's glibc and best other allocator.",
+    "objpool-shuffle": "Seed 001: T threads each allocate 100,000 objects of 64 B, Fisher-Yates shuffle "
+                       "the pointers, free them in that order; the threads go through the phases "
+                       "together (barriers) and only the allocate and free phases are timed (first "
+                       "thread's start to last thread's end, summed over the rounds); the shuffle and "
+                       "the checks between the phases are not. The seed ran 50 rounds; this suite runs "
+                       "5 (full) to fit its time budget. 8 and 16 threads oversubscribe this machine's "
+                       "{cpus} CPUs: those rows measure behaviour under preemption (lock holders "
+                       "descheduled), not parallel scaling. fa_pool rows: fastalloc's object pool "
+                       "(fa_pool_get/fa_pool_put), against glibc and the best other allocator's malloc.",
+    "objpool-rss": "Seed 001: 16 threads x 100,000 x 64 B (102.4 MB of objects, 12.8 MB of pointer "
+                   "arrays, mmap'd by the benchmark), VmRSS read by the main thread while the workers "
+                   "hold their objects. median = VmRSS with everything live (first round).",
+    "threads-64b": "Seed 003: threads each allocating and freeing 64 B blocks, at once (reuse) or "
+                   "with a window of 64 live blocks. 32 threads on {cpus} CPUs: oversubscribed. The "
+                   "seed's claim: 32 threads, system malloc ~2 M ops/s, a lock-free pool > 50 M ops/s.",
+    "producer-consumer": "Every block is freed by another thread than the one that allocated it: "
+                         "P producers allocate 16..512 B, fill it, pass it through an SPSC ring; P "
+                         "consumers check it and free it. peak RSS = ru_maxrss of the process.",
+    "larson": "Larson-style server: each lineage keeps 1,000 live objects of 10..1,000 B, replaces a "
+              "random one per operation, and hands its array to a new thread every 20,000 operations "
+              "(the old thread exits).",
+    "rss-after-peak": "4 threads build a 1 GiB peak of 16..1024 B blocks, free it all and exit; the "
+                      "process then stays idle (no allocator call) and VmRSS is sampled every 100 ms. "
+                      "median = VmRSS 5 s after the last free (lower is better).",
+    "many-threads": "256 threads at once, each allocating 1 MiB in 16..512 B blocks, freeing it, 4 "
+                    "times. peak RSS = ru_maxrss; max VmRSS = highest 10 ms sample.",
+}
+
+
+def write_report(path: Path, meta: dict, allocs, skipped, tables: list[Table], summary, failures,
+                 quick, plot_note):
+    lines = report_head(meta, allocs, skipped, quick)
+    if summary:
+        lines += ["## Summary", ""] + [f"- {s}" for s in summary] + [""]
+    if plot_note:
+        lines += [f"Plots: {plot_note}.", ""]
+    for t in tables:
+        lines += table_section(t, meta["host"]["cpus"])
+    if failures:
+        lines += ["## Failures", ""]
+        for (wname, aname, error), (rounds_failed, cmd, tail) in failures.items():
+            lines.append(f"- {wname} / {aname}, round {','.join(map(str, rounds_failed))}: {error}")
+            lines.append(f"  - reproduce: `{cmd}`")
+            if tail:
+                lines.append("  - stderr: `" + tail.replace("`", "'").replace("\n", " / ") + "`")
+        lines.append("")
+    path.write_text("\n".join(lines))
+
+
+def report_head(meta: dict, allocs, skipped, quick) -> list[str]:
+    """The report's first lines: the run, the allocators, the columns."""
+    lines = ["# fastalloc benchmark report", ""]
+    lines.append(f"- date: {meta['date']}")
+    lines.append(f"- fastalloc: {meta['revision']} ({meta['build']})")
+    h = meta["host"]
+    lines.append(f"- host: {h['cpu']}, {h['cpus']} CPUs, Linux {h['kernel']} {h['machine']}")
+    lines.append(f"- load average at start / end: {meta['load_start']} / {meta['load_end']}")
+    lines.append(f"- mode: {'quick (smoke run: tiny counts, numbers not meaningful)' if quick else 'full'}, "
+                 f"{meta['rounds']} rounds per workload and allocator, allocators alternating each round; "
+                 f"{meta['elapsed_s']:.0f} s in all")
+    lines += ["", "## Allocators", "", "| allocator | library | version |", "|---|---|---|"]
+    for a in allocs:
+        lines.append(f"| {a.name} | {a.lib or '(none: glibc malloc)'} | {a.version or '-'} |")
+    for name, why in skipped:
+        lines.append(f"| {name} | skipped: {why} | - |")
+    lines += ["", "Columns: median of the rounds, min-max over the rounds, spread = (max-min)/median, "
+              "peak RSS = highest ru_maxrss of the rounds (whole process), vs glibc = the row's median "
+              "against glibc's, vs best other = against the best median among the other allocators "
+              "(named). Ratios are oriented so that below 1.00x is better, also for throughput. "
+              "See bench/README.md.", ""]
+    return lines
+
+
+def table_section(t: Table, cpus) -> list[str]:
+    """One table in Markdown, with its introduction, notes and plots."""
+    lines = [f"## {t.name}", ""]
+    intro = TABLE_INTRO.get(t.name)
+    if intro:
+        lines += [intro.format(cpus=cpus), ""]
+    if t.body:
+        lines += [md_table(t.header, t.body, t.left), ""]
+    for n in t.notes:
+        lines += [n, ""]
+    for header, body, left in t.subtables:
+        lines += [md_table(header, body, left), ""]
+    if t.bullets:
+        lines += [f"- {b}" for b in t.bullets] + [""]
+    for svg in t.plots:
+        lines += [f"![{t.name}]({svg})", ""]
+    return lines
+
+
+def write_results_json(path: Path, meta: dict, plan: Plan, skipped, rows_by: dict, runs) -> None:
+    """Every single run (its output, its value, its peak RSS) and every row."""
+    raw = {"meta": meta,
+           "allocators": [vars(a) for a in plan.allocs],
+           "skipped": [{"name": n, "why": why} for n, why in skipped],
+           "workloads": [{"name": w.name, "binary": w.binary, "args": plan.argv(w),
+                          "kind": w.kind, "metric": w.metric, "unit": w.unit,
+                          "higher_is_better": w.higher_is_better, "table": w.table, "title": w.title}
+                         for w in plan.workloads],
+           "summary": [{k: v for k, v in r.items() if k != "median_output"}
+                       for rows in rows_by.values() for r in rows],
+           "runs": [vars(r) for r in runs]}
+    path.write_text(json.dumps(raw, indent=1) + "\n")

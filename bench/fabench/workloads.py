@@ -1,0 +1,327 @@
+"""The workloads: the WORKLOADS table, picking workloads by name, and the
+plan of one invocation (which workloads, under which allocators, how many
+rounds)."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import SetupError
+from .allocators import GLIBC, Allocator
+
+FULL_ROUNDS = 3
+QUICK_ROUNDS = 2
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One benchmark configuration: a program, its arguments, what to read.
+
+    binary   program name in <build>/bench/ (built by bench/CMakeLists.txt), or
+             an absolute path, or a command found on PATH.
+    args     its arguments; "{key}" is replaced by params[key].
+    params   values for a full run; quick: overrides for --quick (fewer
+             operations).  --set KEY=VALUE overrides both.
+    metric   the key to read from the program's output: the last stdout line
+             that is a JSON object (or key=value pairs).  "wall_s",
+             "utime_s", "stime_s" and "maxrss_kib" may instead come from
+             runwrap's measurement of the whole process.  scale multiplies it
+             (ops/s -> M ops/s).
+    table    workloads with the same table are printed together.
+    kind     "alloc": run under every allocator, rounds times (the default);
+             "once": run once, without a preload (no allocator involved);
+             "callgrind": run once per allocator under callgrind (exact
+             instruction counts, see icount.c).
+    only     run under these allocators only (e.g. fastalloc's own APIs).
+    label    the name of the row instead of the allocator's (e.g. "fa_pool").
+    compare_to  the workload whose rows give this row's references (glibc's
+             median and the best peer's), e.g. fa_pool against malloc.
+    extras   more columns: (output key, header, format) -- the median of that
+             key over the rounds; format "kib" (shown in MiB), "mib", "num".
+    threads, plot  x value and plot family for the thread-scaling plots.
+    rounds   rounds for this workload (full, quick); 0 = the run's default.
+    full     part of a default full run (else only with --only).
+    """
+
+    name: str
+    binary: str
+    args: tuple[str, ...]
+    params: dict = field(default_factory=dict)
+    quick: dict = field(default_factory=dict)
+    metric: str = "ns_per_pair"
+    unit: str = "ns/pair"
+    higher_is_better: bool = False
+    scale: float = 1.0
+    table: str = "malloc_micro"
+    title: str = ""
+    timeout_s: float = 120.0
+    kind: str = "alloc"
+    only: tuple[str, ...] = ()
+    label: str = ""
+    compare_to: str = ""
+    extras: tuple = ()
+    threads: int = 0
+    plot: str = ""
+    rounds: tuple[int, int] = (0, 0)
+    full: bool = True
+
+    def argv(self, overrides: dict, quick: bool) -> list[str]:
+        values = dict(self.params)
+        if quick:
+            values.update(self.quick)
+        values.update(overrides)
+        out = []
+        for a in self.args:  # plain replacement: other braces stay as they are
+            for k, v in values.items():
+                a = a.replace("{" + k + "}", str(v))
+            out.append(a)
+        return out
+
+    def runs_under(self, alloc: Allocator) -> bool:
+        return not self.only or alloc.name in self.only
+
+
+def micro(mode: str, sizes: str, threads: int, live: int = 64, *, table="malloc_micro",
+          prefix="micro", ops="10M", quick_ops="1M", per_s=False, plot="", full=True) -> Workload:
+    """A malloc_micro configuration (see malloc_micro.c)."""
+    size_name = "mixed" if "-" in sizes or "," in sizes else sizes
+    mode_name = mode if mode == "reuse" else f"window{live}"
+    args = ["--mode", mode, "--sizes", sizes, "--threads", str(threads), "--ops", "{ops}"]
+    if mode == "window":
+        args[2:2] = ["--live", str(live)]
+    size_text = "sizes 16..1024 (step 16, shuffled)" if size_name == "mixed" else f"{sizes} B"
+    mode_text = ("malloc+free at once" if mode == "reuse"
+                 else f"{live} live blocks, free oldest + malloc new")
+    name = (f"{prefix}-{mode_name}-{size_name}-{threads}t" if prefix == "micro"
+            else f"{prefix}-{mode_name}-{threads}t")
+    extra = dict(metric="ops_per_s", unit="M ops/s", higher_is_better=True, scale=1e-6) if per_s else {}
+    return Workload(
+        name=name, binary="malloc_micro", args=tuple(args),
+        params={"ops": ops},   # malloc+free pairs per thread
+        quick={"ops": quick_ops},
+        title=f"{mode_text}, {size_text}, {threads} thread{'s' if threads > 1 else ''}",
+        table=table, threads=threads, plot=plot, full=full, **extra)
+
+
+SHUFFLE_THREADS = (1, 2, 4, 8, 16)
+
+
+def objpool_shuffle(threads: int, api: str) -> Workload:
+    pool = api == "pool"
+    base = f"objpool-shuffle-{threads}t"
+    return Workload(
+        name=f"objpool-shuffle-pool-{threads}t" if pool else base,
+        binary="objpool",
+        args=("--mode", "shuffle", "--api", api, "--threads", str(threads),
+              "--objects", "{objects}", "--rounds", "{rounds}"),
+        params={"objects": "100k", "rounds": 5}, quick={"objects": "10k", "rounds": 2},
+        metric="alloc_free_ms", unit="ms", table="objpool-shuffle",
+        title=(f"{threads} thread(s) x 100k x 64 B: allocate, shuffle, free; "
+               f"{'fa_pool_get/put' if pool else 'malloc/free'}; allocate+free phases timed"),
+        extras=(("ns_per_pair", "ns/pair/thread", "num"), ("alloc_ms", "allocate ms", "num"),
+                ("free_ms", "free ms", "num")),
+        only=("fastalloc",) if pool else (), label="fa_pool" if pool else "",
+        compare_to=base if pool else "", threads=threads, plot="objpool-shuffle",
+        timeout_s=300)
+
+
+def objpool_rss(api: str) -> Workload:
+    pool = api == "pool"
+    return Workload(
+        name="objpool-rss-pool" if pool else "objpool-rss",
+        binary="objpool",
+        args=("--mode", "rss", "--api", api, "--threads", "16", "--objects", "{objects}"),
+        params={"objects": "100k"}, quick={"objects": "100k"},
+        metric="live1_mib", unit="MiB", table="objpool-rss",
+        title="16 threads x 100k x 64 B live, freed, again: VmRSS at each step",
+        extras=(("live2_kib", "2nd live", "kib"), ("freed2_kib", "2nd freed", "kib"),
+                ("exit_kib", "threads exited", "kib"))
+        + ((("trim_kib", "after fa_pool_trim", "kib"),) if pool else ()),
+        only=("fastalloc",) if pool else (), label="fa_pool" if pool else "",
+        compare_to="objpool-rss" if pool else "")
+
+
+# 38 small sizes (16, 42, ..., 978 B) and two large ones.
+MIXED_LARGE = ",".join([str(16 + 26 * i) for i in range(38)] + ["300000", "900000"])
+
+# The suite.  Add entries here (and programs to bench/CMakeLists.txt).
+WORKLOADS: list[Workload] = [
+    # -- malloc_micro: the first harness's micro-benchmark (64 B with 2 and
+    #    32 threads is the threads-64b table below)
+    *[micro(mode, sizes, threads, full=not (sizes == "64" and threads == 2))
+      for mode in ("reuse", "window") for sizes in ("16-1024", "64") for threads in (1, 2)],
+
+    # -- malloc_micro with 1 block in 20 large (300 KiB or 900 KiB): their
+    #    frees keep the page heap's dirty memory above its purge floor, so
+    #    this is where the purging policy shows (DESIGN.md, "Memory that
+    #    comes back").
+    Workload("micro-window256-mixedlarge-4t", "malloc_micro",
+             ("--mode", "window", "--live", "256", "--sizes", MIXED_LARGE, "--threads", "4",
+              "--ops", "{ops}"),
+             params={"ops": "400k"}, quick={"ops": "40k"}, table="malloc_micro", threads=4,
+             title="256 live blocks per thread, free oldest + malloc new, 38 sizes 16..978 B "
+                   "and 300 KiB, 900 KiB (1 block in 20), 4 threads"),
+
+    # -- 1. strings (seed 000)
+    Workload("strings-1024", "strings",
+             ("--buffers", "{buffers}", "--size", "1024", "--rounds", "{rounds}"),
+             params={"buffers": 10000, "rounds": 200}, quick={"buffers": 10000, "rounds": 3},
+             metric="ns_per_buffer", unit="ns/buffer", table="strings",
+             title="10,000 buffers of 1,024 B, malloc+memset, all live, then freed; -O2 loop"),
+    Workload("strings-1024-O0", "strings_O0",
+             ("--buffers", "{buffers}", "--size", "1024", "--rounds", "{rounds}"),
+             params={"buffers": 10000, "rounds": 200}, quick={"buffers": 10000, "rounds": 3},
+             metric="ns_per_buffer", unit="ns/buffer", table="strings",
+             title="the same loop compiled at -O0 (allocators stay -O2 in their libraries)"),
+    Workload("strings-1024-sized", "strings",
+             ("--buffers", "{buffers}", "--size", "1024", "--rounds", "{rounds}", "--free", "sized"),
+             params={"buffers": 10000, "rounds": 200}, quick={"buffers": 10000, "rounds": 3},
+             metric="ns_per_buffer", unit="ns/buffer", table="strings",
+             title="-O2 loop, freed with fa_free_sized(p, 1024)",
+             only=("fastalloc",), label="fa_free_sized", compare_to="strings-1024"),
+
+    # -- 2. objpool-shuffle (seed 001): malloc, then fa_pool, per thread count
+    *[w for t in SHUFFLE_THREADS for w in (objpool_shuffle(t, "malloc"), objpool_shuffle(t, "pool"))],
+
+    # -- 3. objpool-rss (seed 001)
+    objpool_rss("malloc"), objpool_rss("pool"),
+
+    # -- 4. threads-64b (seed 003)
+    *[micro(mode, "64", threads, table="threads-64b", prefix="threads64", per_s=True,
+            ops=ops, quick_ops=qops, plot=f"threads-64b-{mode}")
+      for mode in ("reuse", "window")
+      for threads, ops, qops in ((2, "10M", "1M"), (32, "500k", "50k"))],
+
+    # -- 5. producer-consumer (remote frees)
+    *[Workload(f"prodcons-{p}+{p}", "prodcons",
+               ("--pairs", str(p), "--ops", "{ops}", "--min", "16", "--max", "512"),
+               params={"ops": ops}, quick={"ops": "50k"},
+               metric="ops_per_s", unit="M ops/s", higher_is_better=True, scale=1e-6,
+               table="producer-consumer", threads=2 * p,
+               title=f"{p} producer(s) -> SPSC ring -> {p} consumer(s), 16..512 B, consumer frees")
+      for p, ops in ((1, "3M"), (4, "1M"))],
+
+    # -- 6. larson-style server
+    *[Workload(f"larson-{t}t", "larson",
+               ("--threads", str(t), "--slots", "1000", "--ops", "{ops}", "--gen-ops", "{gen}",
+                "--min", "10", "--max", "1000"),
+               params={"ops": ops, "gen": "20k"}, quick={"ops": "40k", "gen": "10k"},
+               metric="ops_per_s", unit="M ops/s", higher_is_better=True, scale=1e-6,
+               table="larson", threads=t,
+               title=f"{t} lineages x 1,000 slots of 10..1,000 B; a new thread every 20k ops")
+      for t, ops in ((2, "4M"), (8, "1M"))],
+
+    # -- 9. rss-after-peak
+    Workload("rss-after-peak", "rsspeak",
+             ("--threads", "4", "--peak-mib", "{peak}", "--min", "16", "--max", "1024",
+              "--idle-s", "{idle}", "--interval-ms", "100"),
+             params={"peak": 1024, "idle": 5}, quick={"peak": 128, "idle": 1.5},
+             metric="rss_end_mib", unit="MiB", table="rss-after-peak",
+             title="4 threads: 1 GiB of 16..1024 B blocks, freed, threads exit, idle 5 s",
+             extras=(("free_s", "free phase s", "num"), ("rss_peak_kib", "at peak", "kib"),
+                     ("rss_freed_kib", "freed", "kib"), ("rss_1s_kib", "1 s after", "kib")),
+             rounds=(0, 1), timeout_s=300),
+
+    # -- 10. many-threads
+    Workload("many-threads", "manythreads",
+             ("--threads", "256", "--live-kib", "1024", "--min", "16", "--max", "512",
+              "--repeat", "{repeat}", "--sample-ms", "10"),
+             params={"repeat": 4}, quick={"repeat": 1},
+             metric="ops_per_s", unit="M ops/s", higher_is_better=True, scale=1e-6,
+             table="many-threads", extras=(("rss_max_sampled_kib", "max VmRSS", "kib"),),
+             title="256 threads, each 1 MiB live in 16..512 B blocks, freed, 4 times", timeout_s=300),
+
+    # -- 7. encode-fixed64 (seed 004): no allocator involved, run once
+    Workload("encode-fixed64", "coding_bench", ("--n", "{n}", "--n-text", "{nt}"),
+             params={"n": "100M", "nt": "100M"}, quick={"n": "1M", "nt": "1M"},
+             metric="encode_fixed64_ns", unit="ns/call", table="encode-fixed64", kind="once",
+             title="fa__encode/decode_fixed64 vs sprintf(\"%llu\")/strtoull, 10^8 calls each",
+             timeout_s=300),
+
+    # -- 8. fast-path instructions (callgrind, exact)
+    Workload("icount-64-reuse", "icount", ("--mode", "reuse", "--size", "64", "--n", "{n}", "--warm", "{warm}"),
+             params={"n": "200k", "warm": "20k"}, quick={"n": "20k", "warm": "4k"}, metric="inside", unit="instr/pair", table="instructions",
+             kind="callgrind", title="64 B malloc+free at once"),
+    Workload("icount-64-window64", "icount",
+             ("--mode", "window", "--live", "64", "--size", "64", "--n", "{n}", "--warm", "{warm}"),
+             params={"n": "200k", "warm": "20k"}, quick={"n": "20k", "warm": "4k"}, metric="inside", unit="instr/pair", table="instructions",
+             kind="callgrind", title="64 B, window of 64 live blocks"),
+    Workload("icount-1k-reuse", "icount", ("--mode", "reuse", "--size", "1024", "--n", "{n}", "--warm", "{warm}"),
+             params={"n": "200k", "warm": "20k"}, quick={"n": "20k", "warm": "4k"}, metric="inside", unit="instr/pair", table="instructions",
+             kind="callgrind", title="1 KiB malloc+free at once"),
+    Workload("icount-pool-64", "icount", ("--mode", "pool", "--size", "64", "--n", "{n}", "--warm", "{warm}"),
+             params={"n": "200k", "warm": "20k"}, quick={"n": "20k", "warm": "4k"}, metric="inside", unit="instr/pair", table="instructions",
+             kind="callgrind", only=("fastalloc",), label="fa_pool",
+             title="fa_pool_get + fa_pool_put, 64 B"),
+]
+
+
+def row_name(w: Workload, alloc_name: str) -> str:
+    return w.label or alloc_name
+
+
+def select_workloads(patterns: list[str]) -> list[Workload]:
+    if not patterns:
+        return [w for w in WORKLOADS if w.full]
+    chosen = []
+    for pat in patterns:
+        if pat == "all":
+            hits = list(WORKLOADS)
+        else:
+            hits = [w for w in WORKLOADS if fnmatch.fnmatchcase(w.name, pat) or w.table == pat]
+        if not hits:
+            raise SetupError(f"--only {pat!r} matches no workload (see --list)")
+        chosen += [w for w in hits if w not in chosen]
+    # a row that is compared to another workload needs that one too
+    refs = {w.compare_to for w in chosen if w.compare_to}
+    chosen += [w for w in WORKLOADS if w.name in refs and w not in chosen]
+    return [w for w in WORKLOADS if w in chosen]
+
+
+@dataclass
+class Plan:
+    """What one invocation runs.  rounds: --rounds (None or 0: the default,
+    and each workload's own rounds count); timeout: --timeout (None: each
+    workload's own); overrides: the --set values."""
+
+    build: Path
+    quick: bool
+    rounds: int | None
+    overrides: dict
+    timeout: float | None
+    workloads: list[Workload]
+    allocs: list[Allocator]
+
+    @property
+    def default_rounds(self) -> int:
+        return self.rounds or (QUICK_ROUNDS if self.quick else FULL_ROUNDS)
+
+    def rounds_of(self, w: Workload) -> int:
+        if w.kind != "alloc":
+            return 1
+        r = w.rounds[1 if self.quick else 0]
+        return r if r and not self.rounds else self.default_rounds
+
+    def allocs_of(self, w: Workload) -> list[Allocator]:
+        return [GLIBC] if w.kind == "once" else [a for a in self.allocs if w.runs_under(a)]
+
+    def argv(self, w: Workload) -> list[str]:
+        return w.argv(self.overrides, self.quick)
+
+    def total_runs(self) -> int:
+        return sum(self.rounds_of(w) * len(self.allocs_of(w)) for w in self.workloads)
+
+
+def print_plan(plan: Plan, skipped: list[tuple[str, str]]) -> None:
+    """--list: the workloads with their command lines, then the allocators."""
+    for w in plan.workloads:
+        who = "once, no preload" if w.kind == "once" else (
+            f"{w.kind}, " if w.kind != "alloc" else "") + (", ".join(w.only) if w.only else "all")
+        print(f"{w.name:28} {w.binary} {' '.join(plan.argv(w))}   # {w.title} [{who}]")
+    print()
+    for a in plan.allocs:
+        print(f"{a.name:12} {a.lib or '(no preload)'}")
+    for n, why in skipped:
+        print(f"{n:12} skipped: {why}")
