@@ -1,5 +1,5 @@
 /*
- * coding_bench: seed 004's measurement, on fastalloc's src/coding.h.
+ * coding_bench: seed 004's measurement, on fastalloc's src/base/coding.h.
  * fa__encode_fixed64 / fa__decode_fixed64 (8 bytes, little-endian) against
  * the text route of the seed's first idea: sprintf("%llu") / strtoull.
  *

@@ -84,9 +84,9 @@ static void sleep_ms(long ms)
 
 static int case_peak(void)
 {
-    /* 1 GiB in every build: the page heap keeps up to 32 MiB of dirty pages
-     * after a fall (DESIGN.md, "Memory that comes back"), which is more
-     * than 5% of a smaller peak. */
+    /* 1 GiB in every build: the page heap keeps up to 16 MiB of dirty pages
+     * after a fall (docs/MEMORY.md), and more than 1/8 of what is in use
+     * during it, which is more than 5% of a smaller peak. */
     size_t total = (size_t)1 << 30;
     size_t peak = peak_phase(total);
     /* Wait with no allocator call: the RSS read is two syscalls. */

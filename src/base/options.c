@@ -21,27 +21,29 @@ const struct fa__option_def fa__option_defs[] = {
      "free pages go back to the OS after this many ms; `0` at once, `-1` never (dirty memory "
      "above 16 MiB and 1/8 of the memory in use is purged at the free itself)",
      FIELD(purge_delay_ms)},
-    {"purge_madv_free", "FASTALLOC_PURGE", FA_OPT_WORD, 0, 1, {"dontneed", "free"}, 0, "dontneed",
-     "`free`: purge with `MADV_FREE` (RSS falls only under memory pressure); `dontneed`: "
-     "`MADV_DONTNEED`, RSS falls at once",
-     FIELD(purge_madv_free)},
-    {"hugepages", "FASTALLOC_HUGEPAGES", FA_OPT_BOOL, 0, 1, {0}, 0, "0",
-     "`1`: ask for transparent huge pages; purging keeps whole huge pages",
-     FIELD(hugepages)},
     {"background", "FASTALLOC_BACKGROUND", FA_OPT_BOOL, 0, 1, {0}, 0, "0",
      "`1`: a background thread does the timed purging and scavenging instead of the "
      "allocation slow paths",
      FIELD(background)},
+    {"thread_cache_max", "FASTALLOC_THREAD_CACHE_MAX", FA_OPT_SIZE, 0, SIZE_LIMIT, {0},
+     (long long)64 << 20, "64M",
+     "bound on all thread caches together (`K`, `M`, `G` suffixes)",
+     FIELD(thread_cache_max)},
+    {"thread_cache_bytes", "FASTALLOC_THREAD_CACHE_BYTES", FA_OPT_SIZE, 0, SIZE_LIMIT, {0},
+     (long long)2 << 20, "2M",
+     "bound on one thread's cache",
+     FIELD(thread_cache_bytes)},
     {"limit", "FASTALLOC_LIMIT", FA_OPT_SIZE, 0, SIZE_LIMIT, {0}, 0, "none",
      "bytes in use or resident (`K`, `M`, `G` suffixes; `0` none); past it an allocation "
      "purges, then fails with `ENOMEM`",
      FIELD(limit)},
-    {"thread_cache_bytes", "FASTALLOC_THREAD_CACHE_BYTES", FA_OPT_SIZE, 0, SIZE_LIMIT, {0}, (long long)2 << 20, "2M",
-     "bound on one thread's cache",
-     FIELD(thread_cache_bytes)},
-    {"thread_cache_max", "FASTALLOC_THREAD_CACHE_MAX", FA_OPT_SIZE, 0, SIZE_LIMIT, {0}, (long long)64 << 20, "64M",
-     "bound on all thread caches together (`K`, `M`, `G` suffixes)",
-     FIELD(thread_cache_max)},
+    {"hugepages", "FASTALLOC_HUGEPAGES", FA_OPT_BOOL, 0, 1, {0}, 0, "0",
+     "`1`: ask for transparent huge pages; purging keeps whole huge pages",
+     FIELD(hugepages)},
+    {"purge_madv_free", "FASTALLOC_PURGE", FA_OPT_WORD, 0, 1, {"dontneed", "free"}, 0, "dontneed",
+     "`free`: purge with `MADV_FREE` (RSS falls only under memory pressure); `dontneed`: "
+     "`MADV_DONTNEED`, RSS falls at once",
+     FIELD(purge_madv_free)},
 };
 const unsigned fa__option_count = sizeof fa__option_defs / sizeof fa__option_defs[0];
 

@@ -1,5 +1,5 @@
 /* Thread cache: per-thread free lists, one per size class.  The fast paths of
- * malloc and free in api.c touch only heads[] and avail[] of the calling
+ * malloc and free (api/fastpath.h) touch only heads[] and avail[] of the calling
  * thread's cache. */
 #ifndef FA_TCACHE_H
 #define FA_TCACHE_H
