@@ -155,8 +155,7 @@ WORKLOADS: list[Workload] = [
 
     # -- malloc_micro with 1 block in 20 large (300 KiB or 900 KiB): their
     #    frees keep the page heap's dirty memory above its purge floor, so
-    #    this is where the purging policy shows (DESIGN.md, "Memory that
-    #    comes back").
+    #    this is where the purging policy shows (docs/MEMORY.md).
     Workload("micro-window256-mixedlarge-4t", "malloc_micro",
              ("--mode", "window", "--live", "256", "--sizes", MIXED_LARGE, "--threads", "4",
               "--ops", "{ops}"),
