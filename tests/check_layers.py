@@ -130,10 +130,13 @@ def main():
     if not objects:
         return fail("no object files under %s" % objdir)
     src_of = {}
-    for o in objects:
+    for o in list(objects):
         rel = os.path.relpath(o, objdir)
         i = rel.find("src" + os.sep)
         src_of[o] = rel[i:-2] if i >= 0 else rel
+        # An object left in an old build folder by a source since removed.
+        if not os.path.exists(os.path.join(root, src_of[o])):
+            objects.remove(o)
     syms = nm_symbols(objects)
     definer = {}
     for o, (defined, _) in syms.items():
