@@ -1,17 +1,22 @@
 /*
  * Helpers shared by the benchmark programs in bench/ (header only: each
- * program is one .c file, see bench/CMakeLists.txt).
+ * program is one .c file, see bench/CMakeLists.txt).  The random generator,
+ * the RSS reader, the clock and die() are tests/common.h's, shared with the
+ * tests.
  *
  * The programs link against libc and pthread only, never against fastalloc,
- * so one binary measures every allocator through LD_PRELOAD.  Rules they all
- * follow:
+ * so one binary measures every allocator through LD_PRELOAD.  They include
+ * fastalloc.h for its types and prototypes only (it declares fa_ names and
+ * nothing else, so malloc stays whatever the preload makes it) and find the
+ * fa_ functions they call with dlsym.  Rules they all follow:
  *   - Failures are reported without malloc (the allocator under test may be
- *     broken): bench_die() formats on the stack and write()s.  Exit status 3
+ *     broken): die() formats on the stack and write()s.  Exit status 3
  *     means "the allocator misbehaved" (VALIDATION FAILED), 2 a usage error.
- *   - The harness's own arrays (pointer arrays, rings, samples) are mmap'd,
- *     so the only malloc/free calls are the measured ones.
- *   - VmRSS is read with open/read on a stack buffer (no stdio, no malloc),
- *     so sampling it does not disturb the allocator.
+ *   - The harness's own arrays (pointer arrays, rings, samples, thread ids)
+ *     are mmap'd, so the only malloc/free calls are the measured ones.
+ *   - RSS is read with open/read on a stack buffer (no stdio, no malloc),
+ *     so sampling it does not call the allocator; from the kernel's
+ *     counters (common.h, RSS_COUNTERS), a few microseconds a read.
  *   - Output: one JSON line on stdout, with "allocator" (who served malloc,
  *     see bench_detect_allocator) and "valid": true.
  */
@@ -23,8 +28,8 @@
 #endif
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
+#include <getopt.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,61 +38,30 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common.h"
+#include "fastalloc.h"
+
 /* Weak references, resolved against whatever allocator was preloaded (NULL
- * when none defines them): only used to tell who served malloc. */
+ * when none defines them): only used to tell who served malloc.  fastalloc.h
+ * declares fa_owns too; this declaration makes the reference weak, so the
+ * programs still start without fastalloc. */
 extern int fa_owns(const void *ptr) __attribute__((weak));
 extern _Bool mi_is_in_heap_region(const void *p) __attribute__((weak));
 extern int MallocExtension_GetOwnership(const void *p) __attribute__((weak));
 extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp,
                    size_t newlen) __attribute__((weak));
 
-static const char *bench_name = "bench";
-
-static void bench_die(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3), unused));
-static void bench_die(int code, const char *fmt, ...)
-{
-    char buf[640];
-    va_list ap;
-    int n = snprintf(buf, sizeof buf, "%s: ", bench_name);
-    va_start(ap, fmt);
-    n += vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
-    va_end(ap);
-    if (n > (int)sizeof buf - 2)
-        n = (int)sizeof buf - 2;
-    buf[n++] = '\n';
-    if (write(2, buf, (size_t)n) < 0) { /* nothing left to do */
-    }
-    _exit(code);
-}
-
-#define BENCH_FAIL(...) bench_die(3, "VALIDATION FAILED: " __VA_ARGS__)
-
-static inline double bench_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#define BENCH_FAIL(...) die(3, "VALIDATION FAILED: " __VA_ARGS__)
 
 __attribute__((unused)) static void bench_sleep_until(double t)
 {
     for (;;) {
-        double d = t - bench_now();
+        double d = t - now_s();
         if (d <= 0)
             return;
         struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
         nanosleep(&ts, NULL);
     }
-}
-
-static inline uint64_t bench_mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
 }
 
 /* Busy-wait hint. */
@@ -100,19 +74,6 @@ static inline void bench_cpu_relax(void)
 #else
     __asm__ volatile("" ::: "memory");
 #endif
-}
-
-/* splitmix64: a small, good, seedable generator (one per thread). */
-static inline uint64_t bench_rand(uint64_t *state)
-{
-    *state += 0x9e3779b97f4a7c15ull;
-    return bench_mix64(*state);
-}
-
-/* Uniform in [lo, hi] (hi - lo small, so the modulo bias is negligible). */
-static inline size_t bench_rand_range(uint64_t *state, size_t lo, size_t hi)
-{
-    return lo + (size_t)(bench_rand(state) % (uint64_t)(hi - lo + 1));
 }
 
 /* "100000", "100k", "2M", "1.5G" (powers of ten). */
@@ -129,7 +90,7 @@ __attribute__((unused)) static uint64_t bench_count(const char *opt, const char 
     else if (*end == 'g' || *end == 'G')
         mult = 1e9, end++;
     if (errno || end == s || *end != '\0' || v < 0 || v * mult > 1e15)
-        bench_die(2, "bad value for %s: '%s'", opt, s);
+        die(2, "bad value for %s: '%s'", opt, s);
     return (uint64_t)(v * mult + 0.5);
 }
 
@@ -142,7 +103,7 @@ __attribute__((unused)) static void *bench_map(size_t bytes, int populate)
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : 0), -1, 0);
     if (p == MAP_FAILED)
-        bench_die(2, "mmap of %zu bytes failed: %s", bytes, strerror(errno));
+        die(2, "mmap of %zu bytes failed: %s", bytes, strerror(errno));
     return p;
 }
 
@@ -152,22 +113,14 @@ __attribute__((unused)) static void bench_unmap(void *p, size_t bytes)
         munmap(p, bytes ? bytes : 1);
 }
 
-/* VmRSS of this process in KiB, read without malloc. */
-__attribute__((unused)) static long bench_vmrss_kib(void)
+/* RSS of this process in KiB (-1 when it cannot be read), read without
+ * malloc by common.h's reader, from the kernel's counters: the exact
+ * page-table walk the tests use would slow the runs that sample it every
+ * 10 ms, and hold the lock their page faults need. */
+__attribute__((unused)) static long bench_rss_kib(void)
 {
-    char buf[4096];
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    const char *p = strstr(buf, "\nVmRSS:");
-    if (p == NULL)
-        return -1;
-    return strtol(p + 7, NULL, 10);
+    size_t b = rss_read(RSS_COUNTERS);
+    return b == 0 ? -1 : (long)(b / 1024);
 }
 
 /* Who served malloc: fastalloc, mimalloc, tcmalloc, jemalloc, else glibc. */
@@ -193,7 +146,7 @@ __attribute__((unused)) static void *bench_fa_symbol(const char *name)
 {
     void *f = dlsym(RTLD_DEFAULT, name);
     if (f == NULL)
-        bench_die(2, "%s not found: this mode needs fastalloc (LD_PRELOAD=.../libfastalloc.so)", name);
+        die(2, "%s not found: this mode needs fastalloc (LD_PRELOAD=.../libfastalloc.so)", name);
     return f;
 }
 
@@ -260,5 +213,240 @@ __attribute__((unused)) static long bench_fill_bad(const unsigned char *p, size_
             return (long)i;
     return -1;
 }
+
+/* A block marked when allocated and checked right before its free: filled
+ * entirely when full (every so many blocks, to catch overlaps that miss the
+ * stamps), else only stamped (cheap enough for every block). */
+static inline void bench_mark(unsigned char *p, size_t n, uint64_t tag, int full)
+{
+    if (full)
+        bench_fill(p, n, tag);
+    else
+        bench_stamp(p, n, tag);
+}
+
+/* -1 when the block still holds what bench_mark(p, n, tag, full) wrote, else
+ * the index of a wrong byte (0 for a wrong stamp). */
+static inline long bench_check(const unsigned char *p, size_t n, uint64_t tag, int full)
+{
+    if (full)
+        return bench_fill_bad(p, n, tag);
+    return bench_stamp_ok(p, n, tag) ? -1 : 0;
+}
+
+/* Checks a block of thread id as bench_check does, then frees it; exit 3
+ * when it was overwritten. */
+static inline void bench_check_free(int id, unsigned char *p, size_t n, uint64_t tag, int full)
+{
+    long bad = bench_check(p, n, tag, full);
+    if (bad >= 0)
+        BENCH_FAIL("thread %d: block %p (%zu bytes) was overwritten while live (byte %ld)", id, (void *)p,
+                   n, bad);
+    free(p);
+}
+
+/* ---- RSS samples over time, kept in harness memory: "series" in the
+ * output, [seconds, MiB] pairs for the plots. */
+struct bench_samples {
+    double *t; /* seconds, on the program's clock */
+    long *kib;
+    size_t n, cap; /* samples past cap are dropped */
+};
+
+/* populate: fault the arrays in now, so that they sit in the RSS baseline. */
+__attribute__((unused)) static void bench_samples_init(struct bench_samples *s, size_t cap, int populate)
+{
+    s->t = bench_map(cap * sizeof *s->t, populate);
+    s->kib = bench_map(cap * sizeof *s->kib, populate);
+    s->n = 0;
+    s->cap = cap;
+}
+
+static inline void bench_sample(struct bench_samples *s, double t, long kib)
+{
+    if (s->n < s->cap) {
+        s->t[s->n] = t;
+        s->kib[s->n] = kib;
+        s->n++;
+    }
+}
+
+/* The elements of the "series" array (the brackets are the caller's). */
+__attribute__((unused)) static void bench_print_samples(const struct bench_samples *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        printf("%s[%.4f, %.2f]", i ? ", " : "", s->t[i], s->kib[i] / 1024.0);
+}
+
+/* ---- command line.  Every program takes long options only, each with an
+ * argument, plus --help; one table describes them and bench_options()
+ * parses them, so that all programs read and reject values the same way. */
+enum bench_opt_kind {
+    OPT_COUNT,  /* uint64_t, in bench_count's syntax (100000, 100k, 2M, 1.5G) */
+    OPT_SIZE,   /* size_t, the same syntax */
+    OPT_LONG,   /* long, the same syntax */
+    OPT_INT,    /* int, the same syntax */
+    OPT_DOUBLE, /* double, read with strtod and not checked: a bad value reads
+                   as 0, which the program's own range check refuses */
+    OPT_STRING, /* const char *: the argument itself */
+    OPT_CHOICE, /* int: the index of the argument among the words of choices */
+};
+
+struct bench_opt {
+    const char *name;         /* without the leading "--" */
+    enum bench_opt_kind kind;
+    void *ptr;                /* where the value goes, of the kind's type */
+    const char *choices;      /* OPT_CHOICE: the words, "reuse|window" */
+    const char *hint;         /* OPT_CHOICE: "(hint)" added to the message
+                                 for a bad word; NULL for none */
+};
+
+#define BENCH_MAX_OPTS 16
+
+/* The index of word among the '|'-separated words of choices, or -1. */
+static inline int bench_choice(const char *choices, const char *word)
+{
+    size_t len = strlen(word);
+    for (int i = 0;; i++) {
+        const char *bar = strchr(choices, '|');
+        size_t n = bar != NULL ? (size_t)(bar - choices) : strlen(choices);
+        if (n == len && memcmp(choices, word, n) == 0)
+            return i;
+        if (bar == NULL)
+            return -1;
+        choices = bar + 1;
+    }
+}
+
+static inline void bench_set_option(const struct bench_opt *o, const char *arg)
+{
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s", o->name);
+    switch (o->kind) {
+    case OPT_COUNT: *(uint64_t *)o->ptr = bench_count(flag, arg); break;
+    case OPT_SIZE: *(size_t *)o->ptr = (size_t)bench_count(flag, arg); break;
+    case OPT_LONG: *(long *)o->ptr = (long)bench_count(flag, arg); break;
+    case OPT_INT: *(int *)o->ptr = (int)bench_count(flag, arg); break;
+    case OPT_DOUBLE: *(double *)o->ptr = strtod(arg, NULL); break;
+    case OPT_STRING: *(const char **)o->ptr = arg; break;
+    case OPT_CHOICE: {
+        int i = bench_choice(o->choices, arg);
+        if (i < 0) {
+            if (o->hint != NULL)
+                die(2, "bad %s '%s' (%s)", flag, arg, o->hint);
+            die(2, "bad %s '%s'", flag, arg);
+        }
+        *(int *)o->ptr = i;
+        break;
+    }
+    }
+}
+
+/* Usage text on stderr, then exit status 2: a bad command line. */
+__attribute__((noreturn, unused)) static void bench_usage_error(const char *usage)
+{
+    fputs(usage, stderr);
+    exit(2);
+}
+
+/* Parses argv by opts (ended by an entry with a NULL name) and --help, and
+ * returns when the program should go on; optind is then the index of the
+ * first operand, and each program refuses operands in its own range check.
+ * Otherwise it exits: with status 0 after --help, which prints help on
+ * stdout, or with status 2 after an unknown option or a missing argument
+ * (getopt_long has said which), which prints on_error on stderr unless it is
+ * NULL; a bad value exits 2 too.
+ * Point the table at copies, not at the variables the measured loops read,
+ * and copy the values over afterwards: the compiler must assume that a
+ * variable whose address was taken may change in any call, so it would
+ * reload such variables after every malloc and free (or every compiler
+ * barrier), and the measured code would no longer be the same. */
+__attribute__((unused)) static void bench_options(int argc, char **argv, const struct bench_opt *opts,
+                                                  const char *help, const char *on_error)
+{
+    struct option lo[BENCH_MAX_OPTS + 2];
+    int n = 0;
+    for (; opts[n].name != NULL; n++) {
+        if (n == BENCH_MAX_OPTS)
+            die(2, "too many options (at most %d)", BENCH_MAX_OPTS);
+        lo[n] = (struct option){opts[n].name, required_argument, NULL, 256 + n};
+    }
+    lo[n] = (struct option){"help", no_argument, NULL, 'h'};
+    lo[n + 1] = (struct option){NULL, 0, NULL, 0};
+    for (;;) {
+        int c = getopt_long(argc, argv, "", lo, NULL);
+        if (c == -1)
+            return;
+        if (c >= 256 && c < 256 + n) {
+            bench_set_option(&opts[c - 256], optarg);
+        } else if (c == 'h') {
+            fputs(help, stdout);
+            exit(0);
+        } else {
+            if (on_error != NULL)
+                bench_usage_error(on_error);
+            exit(2);
+        }
+    }
+}
+
+/* ---- threads.  A team: one thread per record of an array, each record
+ * holding its thread's id (so that no memory is mapped or allocated for
+ * the ids while RSS is being measured). */
+
+/* Starts n threads; thread i runs fn(first + i * stride), its own record,
+ * and its id goes to first_id + i * stride (a member of that record).
+ * stack: bytes of stack per thread, 0 for the default.  A thread that
+ * cannot be created ends the program (exit 2). */
+__attribute__((unused)) static void bench_start(int n, void *(*fn)(void *), void *first, size_t stride,
+                                                pthread_t *first_id, size_t stack)
+{
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    if (stack != 0)
+        pthread_attr_setstacksize(&attr, stack);
+    for (int i = 0; i < n; i++) {
+        pthread_t *id = (pthread_t *)(void *)((char *)first_id + (size_t)i * stride);
+        int e = pthread_create(id, &attr, fn, (char *)first + (size_t)i * stride);
+        if (e != 0)
+            die(2, "pthread_create (thread %d): %s", i, strerror(e));
+    }
+    pthread_attr_destroy(&attr);
+}
+
+__attribute__((unused)) static void bench_join(int n, pthread_t *first_id, size_t stride)
+{
+    for (int i = 0; i < n; i++)
+        pthread_join(*(pthread_t *)(void *)((char *)first_id + (size_t)i * stride), NULL);
+}
+
+/* recs: the array of records; th: the member that holds a thread's id. */
+#define BENCH_START(recs, n, th, fn, stack) \
+    bench_start((n), (fn), (recs), sizeof *(recs), &(recs)->th, (stack))
+#define BENCH_JOIN(recs, n, th) bench_join((n), &(recs)->th, sizeof *(recs))
+
+/* When a thread ran its timed part, read on its own clock: with more threads
+ * than CPUs, the main thread may only run again after some are done. */
+struct bench_span {
+    double start, end;
+};
+
+/* From the earliest start to the latest end of n spans stride bytes apart
+ * (each a member of a per-thread record; first is record 0's). */
+__attribute__((unused)) static struct bench_span bench_span_of(const struct bench_span *first, size_t stride,
+                                                               int n)
+{
+    struct bench_span all = *first;
+    for (int i = 1; i < n; i++) {
+        const struct bench_span *s = (const void *)((const char *)first + (size_t)i * stride);
+        if (s->start < all.start)
+            all.start = s->start;
+        if (s->end > all.end)
+            all.end = s->end;
+    }
+    return all;
+}
+
+#define BENCH_SPAN(recs, n, span) bench_span_of(&(recs)->span, sizeof *(recs), (n))
 
 #endif

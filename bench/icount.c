@@ -22,29 +22,12 @@
  */
 #include "bench_common.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 
-typedef struct fa_pool fa_pool;
-typedef struct {
-    size_t object_size;
-    size_t object_align;
-    void (*ctor)(void *, void *);
-    void (*dtor)(void *, void *);
-    void *arg;
-    unsigned global_pools;
-    unsigned handover;
-    size_t block_size;
-    size_t max_objects;
-    size_t max_bytes;
-    int idle_trim_ms;
-    int debug;
-    const char *name;
-} pool_options; /* mirrors fa_pool_options in include/fastalloc.h */
-
-static fa_pool *(*pool_create)(const pool_options *);
-static void *(*pool_get)(fa_pool *);
-static void (*pool_put)(fa_pool *, void *);
+/* fastalloc's pool API, found with dlsym (the program does not link it). */
+static __typeof__(fa_pool_create) *pool_create;
+static __typeof__(fa_pool_get) *pool_get;
+static __typeof__(fa_pool_put) *pool_put;
 
 enum { MODE_REUSE, MODE_WINDOW, MODE_POOL };
 
@@ -58,7 +41,7 @@ static void *volatile sink;
 /* Uncounted warm-up: every block filled and checked. */
 static void warm(long n)
 {
-    uint64_t base = bench_mix64(size);
+    uint64_t base = mix64(size);
     if (mode == MODE_WINDOW) {
         uint64_t *tags = bench_map((size_t)live * sizeof *tags, 1);
         for (long i = 0; i < live; i++) {
@@ -129,48 +112,38 @@ __attribute__((noinline)) void measure(long n)
     }
 }
 
+static const char help[] =
+    "usage: icount [--mode reuse|window|pool] [--size B] [--live N] [--n N] [--warm N]\n"
+    "Run under callgrind with --collect-atstart=no --toggle-collect=measure.\n";
+
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"mode", required_argument, 0, 'm'}, {"size", required_argument, 0, 's'},
-        {"live", required_argument, 0, 'l'}, {"n", required_argument, 0, 'n'},
-        {"warm", required_argument, 0, 'w'}, {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    bench_name = "icount";
+    die_prefix = "icount";
     long n = 200000, nwarm = 50000;
-    for (;;) {
-        int c = getopt_long(argc, argv, "", opts, NULL);
-        if (c == -1)
-            break;
-        switch (c) {
-        case 'm':
-            if (strcmp(optarg, "reuse") == 0)
-                mode = MODE_REUSE;
-            else if (strcmp(optarg, "window") == 0)
-                mode = MODE_WINDOW;
-            else if (strcmp(optarg, "pool") == 0)
-                mode = MODE_POOL;
-            else
-                bench_die(2, "bad --mode '%s'", optarg);
-            break;
-        case 's': size = (size_t)bench_count("--size", optarg); break;
-        case 'l': live = (long)bench_count("--live", optarg); break;
-        case 'n': n = (long)bench_count("--n", optarg); break;
-        case 'w': nwarm = (long)bench_count("--warm", optarg); break;
-        case 'h':
-            printf("usage: icount [--mode reuse|window|pool] [--size B] [--live N] [--n N] [--warm N]\n"
-                   "Run under callgrind with --collect-atstart=no --toggle-collect=measure.\n");
-            return 0;
-        default: return 2;
-        }
-    }
+    /* Parsed into copies (see bench_options), then copied over: measure()
+     * reads mode, size and live, and its instructions are what is counted. */
+    int opt_mode = mode;
+    size_t opt_size = size;
+    long opt_live = live;
+    const struct bench_opt opts[] = {
+        {"mode", OPT_CHOICE, &opt_mode, "reuse|window|pool", NULL}, /* MODE_REUSE, MODE_WINDOW, MODE_POOL */
+        {"size", OPT_SIZE, &opt_size, NULL, NULL},
+        {"live", OPT_LONG, &opt_live, NULL, NULL},
+        {"n", OPT_LONG, &n, NULL, NULL},
+        {"warm", OPT_LONG, &nwarm, NULL, NULL},
+        {NULL, 0, NULL, NULL, NULL}};
+    /* A bad option exits 2 after getopt's own message, with no usage. */
+    bench_options(argc, argv, opts, help, NULL);
+    mode = opt_mode;
+    size = opt_size;
+    live = opt_live;
     if (optind != argc || size < 16 || live < 1 || n < 1 || nwarm < 8)
-        bench_die(2, "bad arguments (--help)");
+        die(2, "bad arguments (--help)");
     if (mode == MODE_POOL) {
-        pool_create = (fa_pool * (*)(const pool_options *))bench_fa_symbol("fa_pool_create");
-        pool_get = (void *(*)(fa_pool *))bench_fa_symbol("fa_pool_get");
-        pool_put = (void (*)(fa_pool *, void *))bench_fa_symbol("fa_pool_put");
-        pool = pool_create(&(pool_options){.object_size = size});
+        pool_create = (__typeof__(fa_pool_create) *)bench_fa_symbol("fa_pool_create");
+        pool_get = (__typeof__(fa_pool_get) *)bench_fa_symbol("fa_pool_get");
+        pool_put = (__typeof__(fa_pool_put) *)bench_fa_symbol("fa_pool_put");
+        pool = pool_create(&(fa_pool_options){.object_size = size});
         if (pool == NULL)
             BENCH_FAIL("fa_pool_create failed");
     }

@@ -19,9 +19,7 @@
  */
 #include "bench_common.h"
 
-#include <getopt.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <semaphore.h>
 
 struct slot {
@@ -48,7 +46,7 @@ static struct {
     size_t slots;
     uint64_t ops, gen_ops;
     size_t min, max;
-} cfg;
+} cfg = {.threads = 2, .slots = 1000, .ops = 2000000, .gen_ops = 20000, .min = 10, .max = 1000};
 
 static struct lineage *lines;
 static sem_t finished;
@@ -59,7 +57,7 @@ static void *worker(void *arg);
 
 static void new_object(struct lineage *l, struct slot *s)
 {
-    size_t n = bench_rand_range(&l->rng, cfg.min, cfg.max);
+    size_t n = rng_range(&l->rng, cfg.min, cfg.max);
     unsigned char *p = malloc(n);
     if (p == NULL)
         BENCH_FAIL("lineage %d: malloc(%zu) returned NULL", l->id, n);
@@ -85,7 +83,7 @@ static void *worker(void *arg)
     if (todo > cfg.gen_ops)
         todo = cfg.gen_ops;
     for (uint64_t i = 0; i < todo; i++) {
-        struct slot *s = &l->slots[bench_rand(&l->rng) % cfg.slots];
+        struct slot *s = &l->slots[rng_below(&l->rng, cfg.slots)];
         check_free(l, s);
         new_object(l, s);
     }
@@ -100,57 +98,37 @@ static void *worker(void *arg)
             nanosleep(&ts, NULL); /* too many threads still exiting: wait */
         }
     } else {
-        l->end = bench_now();
+        l->end = now_s();
         sem_post(&finished);
     }
     return NULL;
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-        "usage: larson [--threads T] [--slots N] [--ops N] [--gen-ops N] [--min B] [--max B]\n"
-        "  --threads  lineages running at once (default 2)\n"
-        "  --slots    live objects per lineage (default 1000)\n"
-        "  --ops      operations per lineage (default 2M)\n"
-        "  --gen-ops  operations before a thread hands over to a new one (default 20000)\n"
-        "  --min, --max  object sizes, uniform (default 10..1000; min >= 9)\n");
-}
+static const char usage[] =
+    "usage: larson [--threads T] [--slots N] [--ops N] [--gen-ops N] [--min B] [--max B]\n"
+    "  --threads  lineages running at once (default 2)\n"
+    "  --slots    live objects per lineage (default 1000)\n"
+    "  --ops      operations per lineage (default 2M)\n"
+    "  --gen-ops  operations before a thread hands over to a new one (default 20000)\n"
+    "  --min, --max  object sizes, uniform (default 10..1000; min >= 9)\n";
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"threads", required_argument, 0, 't'}, {"slots", required_argument, 0, 's'},
-        {"ops", required_argument, 0, 'n'},     {"gen-ops", required_argument, 0, 'g'},
-        {"min", required_argument, 0, 'a'},     {"max", required_argument, 0, 'b'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
-    bench_name = "larson";
-    cfg.threads = 2;
-    cfg.slots = 1000;
-    cfg.ops = 2000000;
-    cfg.gen_ops = 20000;
-    cfg.min = 10;
-    cfg.max = 1000;
-    for (;;) {
-        int c = getopt_long(argc, argv, "", opts, NULL);
-        if (c == -1)
-            break;
-        switch (c) {
-        case 't': cfg.threads = (int)bench_count("--threads", optarg); break;
-        case 's': cfg.slots = (size_t)bench_count("--slots", optarg); break;
-        case 'n': cfg.ops = bench_count("--ops", optarg); break;
-        case 'g': cfg.gen_ops = bench_count("--gen-ops", optarg); break;
-        case 'a': cfg.min = (size_t)bench_count("--min", optarg); break;
-        case 'b': cfg.max = (size_t)bench_count("--max", optarg); break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
+    die_prefix = "larson";
+    __typeof__(cfg) o = cfg; /* the table points at a copy: see bench_options */
+    const struct bench_opt opts[] = {
+        {"threads", OPT_INT, &o.threads, NULL, NULL},
+        {"slots", OPT_SIZE, &o.slots, NULL, NULL},
+        {"ops", OPT_COUNT, &o.ops, NULL, NULL},
+        {"gen-ops", OPT_COUNT, &o.gen_ops, NULL, NULL},
+        {"min", OPT_SIZE, &o.min, NULL, NULL},
+        {"max", OPT_SIZE, &o.max, NULL, NULL},
+        {NULL, 0, NULL, NULL, NULL}};
+    bench_options(argc, argv, opts, usage, usage);
+    cfg = o;
     if (optind != argc || cfg.threads < 1 || cfg.threads > 1024 || cfg.slots < 1 || cfg.ops < 1 ||
-        cfg.gen_ops < 1 || cfg.min < 9 || cfg.max < cfg.min || cfg.max > (1u << 30)) {
-        usage(stderr);
-        return 2;
-    }
+        cfg.gen_ops < 1 || cfg.min < 9 || cfg.max < cfg.min || cfg.max > (1u << 30))
+        bench_usage_error(usage);
     const char *allocator = bench_detect_allocator();
     sem_init(&finished, 0, 0);
     pthread_attr_init(&detached);
@@ -160,19 +138,19 @@ int main(int argc, char **argv)
     for (int i = 0; i < cfg.threads; i++) {
         struct lineage *l = &lines[i];
         l->id = i;
-        l->rng = bench_mix64(0x1a2503 + (uint64_t)i);
-        l->tag_base = bench_mix64((uint64_t)(i + 1) << 32);
+        l->rng = mix64(0x1a2503 + (uint64_t)i);
+        l->tag_base = mix64((uint64_t)(i + 1) << 32);
         l->slot_bytes = cfg.slots * sizeof *l->slots;
         l->slots = bench_map(l->slot_bytes, 1);
         for (size_t k = 0; k < cfg.slots; k++)
             new_object(l, &l->slots[k]);
     }
-    double t0 = bench_now();
+    double t0 = now_s();
     for (int i = 0; i < cfg.threads; i++) {
         pthread_t th;
         int e = pthread_create(&th, &detached, worker, &lines[i]);
         if (e != 0)
-            bench_die(2, "pthread_create: %s", strerror(e));
+            die(2, "pthread_create: %s", strerror(e));
     }
     for (int i = 0; i < cfg.threads; i++)
         while (sem_wait(&finished) != 0) {

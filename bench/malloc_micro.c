@@ -30,26 +30,9 @@
  * first thread's start to the last thread's end (each thread reads the clock
  * itself); the window fill, the warm-up and the final drain are not timed.
  */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <getopt.h>
-#include <inttypes.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include "bench_common.h"
 
-/* Weak references: resolved at load time against whatever allocator was
- * preloaded, NULL when none defines them.  Used only to report which
- * allocator actually served malloc, so the driver can catch a preload that
- * silently did not happen. */
+#include <inttypes.h>
 
 #define SEQ_PERIOD 4099u /* prime: the shuffled size sequence repeats after this */
 #define MAX_SIZE (1u << 20)
@@ -58,13 +41,13 @@
 enum mode { MODE_REUSE, MODE_WINDOW };
 
 struct config {
-    enum mode mode;
+    int mode; /* enum mode */
     const char *sizes_spec;
     int shuffle;
     long live;
     int threads;
     uint64_t ops;    /* timed pairs per thread */
-    uint64_t warmup; /* untimed pairs per thread, before timing */
+    uint64_t warmup; /* untimed pairs per thread, before timing; WARMUP_AUTO: ops/10 */
     uint64_t seed;
 };
 
@@ -86,47 +69,41 @@ struct worker {
     struct slot *ring; /* mmap'd: the harness's own memory stays out of the allocator */
     size_t ring_bytes;
     long ring_pos;
-    double t_start, t_end; /* this thread's timed phase */
+    struct bench_span span; /* this thread's timed phase */
 } __attribute__((aligned(128)));
 
 #define MAX_THREADS 1024
 static struct worker workers[MAX_THREADS];
 
-static struct config cfg;
+/* No --warmup given (bench_count never returns more than 1e15). */
+#define WARMUP_AUTO UINT64_MAX
+
+static struct config cfg = {.mode = MODE_REUSE, .sizes_spec = "64", .shuffle = 1, .live = 64, .threads = 1,
+                            .ops = 1000000, .warmup = WARMUP_AUTO, .seed = 1};
 static uint32_t *size_seq; /* the size of each allocation, cycled */
 static unsigned seq_len;
 static pthread_barrier_t start_barrier;
 
-static inline uint64_t make_tag(uint64_t base, uint64_t step)
-{
-    /* Distinct for every block of a run; odd, so never 0. */
-    return (base | 1) + step * 0x9e3779b97f4a7c16ull;
-}
-
-/* Every block gets an 8-byte tag at its start and the tag's complement in
- * its last 8 bytes.  With full != 0 (the untimed fill and warm-up phases) the
- * bytes between are filled too, with a byte derived from the tag, and all of
- * them are checked at free: that catches blocks that overlap by any amount,
- * while the timed phase only pays for the two stamps. */
-static inline unsigned char fill_byte(uint64_t tag)
-{
-    return (unsigned char)(tag >> 56) | 1;
-}
-
+/* Every block gets a tag (bench_tag: distinct for every block of a run) at
+ * its start and the tag's complement in its last 8 bytes.  With full != 0
+ * (the untimed fill and warm-up phases) the bytes between are filled too
+ * (bench_fill's pattern), and all of them are checked at free: that catches
+ * blocks that overlap by any amount, while the timed phase only pays for the
+ * two stamps. */
 static inline __attribute__((always_inline)) unsigned char *
 alloc_stamped(struct worker *w, size_t n, uint64_t tag, int full)
 {
     unsigned char *p = malloc(n);
     if (p == NULL)
-        bench_die(3, "VALIDATION FAILED: thread %d: malloc(%zu) returned NULL (errno %d)",
+        BENCH_FAIL("thread %d: malloc(%zu) returned NULL (errno %d)",
             w->id, n, errno);
     if (((uintptr_t)p & 15) != 0)
-        bench_die(3, "VALIDATION FAILED: thread %d: malloc(%zu) = %p is not 16-byte aligned",
+        BENCH_FAIL("thread %d: malloc(%zu) = %p is not 16-byte aligned",
             w->id, n, (void *)p);
     uint64_t tail = ~tag;
     memcpy(p, &tag, 8);
     if (full)
-        memset(p + 8, fill_byte(tag), n - 16);
+        memset(p + 8, bench_fill_byte(tag), n - 16);
     memcpy(p + n - 8, &tail, 8);
     return p;
 }
@@ -134,19 +111,10 @@ alloc_stamped(struct worker *w, size_t n, uint64_t tag, int full)
 static __attribute__((noinline)) void check_fill(struct worker *w, const unsigned char *p, size_t n,
                                                  uint64_t tag)
 {
-    const unsigned char b = fill_byte(tag);
-    const uint64_t word = 0x0101010101010101ull * b;
-    size_t i = 8, end = n - 8;
-    for (; i + 8 <= end; i += 8) {
-        uint64_t v;
-        memcpy(&v, p + i, 8);
-        if (v != word)
-            break;
-    }
-    for (; i < end; i++)
-        if (p[i] != b)
-            bench_die(3, "VALIDATION FAILED: thread %d: block %p of %zu bytes was overwritten while live "
-                "(byte %zu is %02x, expected %02x)", w->id, (const void *)p, n, i, p[i], b);
+    long i = bench_fill_bad(p, n, tag);
+    if (i >= 0)
+        BENCH_FAIL("thread %d: block %p of %zu bytes was overwritten while live "
+            "(byte %ld is %02x, expected %02x)", w->id, (const void *)p, n, i, p[i], bench_fill_byte(tag));
 }
 
 static inline __attribute__((always_inline)) void
@@ -159,7 +127,7 @@ check_free(struct worker *w, unsigned char *p, size_t n, uint64_t tag, int full)
     memcpy(&head, p, 8);
     memcpy(&tail, p + n - 8, 8);
     if (head != tag || tail != ~tag)
-        bench_die(3, "VALIDATION FAILED: thread %d: block %p of %zu bytes was overwritten "
+        BENCH_FAIL("thread %d: block %p of %zu bytes was overwritten "
             "while live (head %016" PRIx64 " expected %016" PRIx64 ", tail %016" PRIx64 " expected %016" PRIx64 ")",
             w->id, (void *)p, n, head, tag, tail, ~tag);
     if (full)
@@ -175,7 +143,7 @@ static inline __attribute__((always_inline)) void run_pairs_impl(struct worker *
     const uint32_t *seq = size_seq;
     const unsigned seq_n = seq_len;
     unsigned seq_pos = w->seq_pos;
-    uint64_t tag = make_tag(w->tag_base, w->step);
+    uint64_t tag = bench_tag(w->tag_base, w->step);
     const uint64_t tag_step = 0x9e3779b97f4a7c16ull; /* even: tags stay odd, never 0 */
     if (cfg.mode == MODE_REUSE) {
         for (uint64_t i = 0; i < count; i++) {
@@ -224,19 +192,19 @@ static void run_pairs_full(struct worker *w, uint64_t count)
 
 static void worker_setup(struct worker *w)
 {
-    w->tag_base = bench_mix64(cfg.seed ^ ((uint64_t)(w->id + 1) << 48));
+    w->tag_base = mix64(cfg.seed ^ ((uint64_t)(w->id + 1) << 48));
     w->seq_pos = (unsigned)(((uint64_t)w->id * 1031u) % seq_len);
     if (cfg.mode == MODE_WINDOW) {
         w->ring_bytes = (size_t)cfg.live * sizeof *w->ring;
         w->ring = mmap(NULL, w->ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (w->ring == MAP_FAILED)
-            bench_die(3, "mmap of the ring (%ld slots) failed: %s", cfg.live, strerror(errno));
+            die(3, "mmap of the ring (%ld slots) failed: %s", cfg.live, strerror(errno));
         for (long i = 0; i < cfg.live; i++) {
             struct slot *s = &w->ring[i];
             s->n = size_seq[w->seq_pos];
             if (++w->seq_pos == seq_len)
                 w->seq_pos = 0;
-            s->tag = make_tag(w->tag_base, w->step);
+            s->tag = bench_tag(w->tag_base, w->step);
             s->full = 1;
             s->p = alloc_stamped(w, s->n, s->tag, 1);
             w->step++;
@@ -262,9 +230,9 @@ static void *worker_main(void *arg)
     pthread_barrier_wait(&start_barrier); /* all set up: go */
     /* Each thread reads the clock itself: with more threads than CPUs, the
      * main thread may only run again after some threads are done. */
-    w->t_start = bench_now();
+    w->span.start = now_s();
     run_pairs(w, cfg.ops);
-    w->t_end = bench_now();
+    w->span.end = now_s();
     pthread_barrier_wait(&start_barrier); /* all done */
     worker_drain(w);
     return NULL;
@@ -273,9 +241,9 @@ static void *worker_main(void *arg)
 static void add_size(uint32_t *set, unsigned *count, unsigned long v)
 {
     if (v < 16 || v > MAX_SIZE)
-        bench_die(2, "size %lu out of range (16..%u)", v, MAX_SIZE);
+        die(2, "size %lu out of range (16..%u)", v, MAX_SIZE);
     if (*count == MAX_SIZES)
-        bench_die(2, "too many sizes (at most %d)", MAX_SIZES);
+        die(2, "too many sizes (at most %d)", MAX_SIZES);
     set[(*count)++] = (uint32_t)v;
 }
 
@@ -290,7 +258,7 @@ static void build_size_sequence(const char *spec)
     if (sscanf(spec, "%lu-%lu%n", &a, &b, &used) == 2 &&
         (spec[used] == '\0' || (spec[used] == ':' && sscanf(spec + used, ":%lu%n", &step, &used) == 1))) {
         if (b < a || step == 0)
-            bench_die(2, "bad size range '%s'", spec);
+            die(2, "bad size range '%s'", spec);
         for (unsigned long v = a; v <= b; v += step)
             add_size(set, &count, v);
     } else {
@@ -300,7 +268,7 @@ static void build_size_sequence(const char *spec)
             errno = 0;
             unsigned long v = strtoul(s, &end, 10);
             if (errno || end == s || (*end != ',' && *end != '\0'))
-                bench_die(2, "bad --sizes '%s' (want 64, 16-1024, 16-1024:16 or 16,32,64)", spec);
+                die(2, "bad --sizes '%s' (want 64, 16-1024, 16-1024:16 or 16,32,64)", spec);
             add_size(set, &count, v);
             if (*end == '\0')
                 break;
@@ -311,98 +279,59 @@ static void build_size_sequence(const char *spec)
         seq_len = count;
         size_seq = calloc(seq_len, sizeof *size_seq);
         if (size_seq == NULL)
-            bench_die(3, "calloc failed");
+            die(3, "calloc failed");
         memcpy(size_seq, set, count * sizeof *set);
     } else {
         /* Deterministic pseudo-random draw from the set, prime period. */
         seq_len = SEQ_PERIOD;
         size_seq = calloc(seq_len, sizeof *size_seq);
         if (size_seq == NULL)
-            bench_die(3, "calloc failed");
-        uint64_t x = cfg.seed;
-        for (unsigned i = 0; i < seq_len; i++) {
-            x = bench_mix64(x + 0x9e3779b97f4a7c15ull);
-            size_seq[i] = set[x % count];
-        }
+            die(3, "calloc failed");
+        uint64_t rng = cfg.seed;
+        for (unsigned i = 0; i < seq_len; i++)
+            size_seq[i] = set[rng_below(&rng, count)];
     }
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-        "usage: malloc_micro [options]\n"
-        "  --mode reuse|window   reuse: malloc then free at once; window: ring of --live\n"
-        "                        blocks, free the oldest and allocate a new one (default reuse)\n"
-        "  --sizes SPEC          64 | 16-1024 (step 16) | 16-1024:STEP | 16,64,200 (default 64)\n"
-        "  --order shuffle|seq   order of the sizes (default shuffle)\n"
-        "  --live N              live blocks per thread in window mode (default 64)\n"
-        "  --threads N           threads, each with its own blocks (default 1; 1 runs in main)\n"
-        "  --ops N               timed malloc+free pairs per thread; k/M/G suffixes (default 1M)\n"
-        "  --warmup N            untimed pairs per thread before timing, every byte of every\n"
-        "                        block checked (default ops/10, at most 200k)\n"
-        "  --seed N              seed for the size order and the stamps (default 1)\n"
-        "Prints one JSON line; exits 3 if the allocator misbehaves, 2 on bad usage.\n");
-}
+static const char usage[] =
+    "usage: malloc_micro [options]\n"
+    "  --mode reuse|window   reuse: malloc then free at once; window: ring of --live\n"
+    "                        blocks, free the oldest and allocate a new one (default reuse)\n"
+    "  --sizes SPEC          64 | 16-1024 (step 16) | 16-1024:STEP | 16,64,200 (default 64)\n"
+    "  --order shuffle|seq   order of the sizes (default shuffle)\n"
+    "  --live N              live blocks per thread in window mode (default 64)\n"
+    "  --threads N           threads, each with its own blocks (default 1; 1 runs in main)\n"
+    "  --ops N               timed malloc+free pairs per thread; k/M/G suffixes (default 1M)\n"
+    "  --warmup N            untimed pairs per thread before timing, every byte of every\n"
+    "                        block checked (default ops/10, at most 200k)\n"
+    "  --seed N              seed for the size order and the stamps (default 1)\n"
+    "Prints one JSON line; exits 3 if the allocator misbehaves, 2 on bad usage.\n";
 
 int main(int argc, char **argv)
 {
-    bench_name = "malloc_micro";
-    static const struct option opts[] = {
-        {"mode", required_argument, 0, 'm'},   {"sizes", required_argument, 0, 's'},
-        {"order", required_argument, 0, 'o'},  {"live", required_argument, 0, 'l'},
-        {"threads", required_argument, 0, 't'}, {"ops", required_argument, 0, 'n'},
-        {"warmup", required_argument, 0, 'w'}, {"seed", required_argument, 0, 'S'},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
-    int warmup_set = 0;
-    cfg.mode = MODE_REUSE;
-    cfg.sizes_spec = "64";
-    cfg.shuffle = 1;
-    cfg.live = 64;
-    cfg.threads = 1;
-    cfg.ops = 1000000;
-    cfg.seed = 1;
-    for (;;) {
-        int c = getopt_long(argc, argv, "", opts, NULL);
-        if (c == -1)
-            break;
-        switch (c) {
-        case 'm':
-            if (strcmp(optarg, "reuse") == 0)
-                cfg.mode = MODE_REUSE;
-            else if (strcmp(optarg, "window") == 0)
-                cfg.mode = MODE_WINDOW;
-            else
-                bench_die(2, "bad --mode '%s' (reuse or window)", optarg);
-            break;
-        case 's': cfg.sizes_spec = optarg; break;
-        case 'o':
-            if (strcmp(optarg, "shuffle") == 0)
-                cfg.shuffle = 1;
-            else if (strcmp(optarg, "seq") == 0)
-                cfg.shuffle = 0;
-            else
-                bench_die(2, "bad --order '%s' (shuffle or seq)", optarg);
-            break;
-        case 'l': cfg.live = (long)bench_count("--live", optarg); break;
-        case 't': cfg.threads = (int)bench_count("--threads", optarg); break;
-        case 'n': cfg.ops = bench_count("--ops", optarg); break;
-        case 'w': cfg.warmup = bench_count("--warmup", optarg); warmup_set = 1; break;
-        case 'S': cfg.seed = bench_count("--seed", optarg); break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (optind != argc) {
-        usage(stderr);
-        return 2;
-    }
+    die_prefix = "malloc_micro";
+    __typeof__(cfg) o = cfg; /* the table points at a copy: see bench_options */
+    const struct bench_opt opts[] = {
+        {"mode", OPT_CHOICE, &o.mode, "reuse|window", "reuse or window"}, /* MODE_REUSE, MODE_WINDOW */
+        {"sizes", OPT_STRING, &o.sizes_spec, NULL, NULL},
+        {"order", OPT_CHOICE, &o.shuffle, "seq|shuffle", "shuffle or seq"},
+        {"live", OPT_LONG, &o.live, NULL, NULL},
+        {"threads", OPT_INT, &o.threads, NULL, NULL},
+        {"ops", OPT_COUNT, &o.ops, NULL, NULL},
+        {"warmup", OPT_COUNT, &o.warmup, NULL, NULL},
+        {"seed", OPT_COUNT, &o.seed, NULL, NULL},
+        {NULL, 0, NULL, NULL, NULL}};
+    bench_options(argc, argv, opts, usage, usage);
+    cfg = o;
+    if (optind != argc)
+        bench_usage_error(usage);
     if (cfg.threads < 1 || cfg.threads > MAX_THREADS)
-        bench_die(2, "--threads must be 1..%d", MAX_THREADS);
+        die(2, "--threads must be 1..%d", MAX_THREADS);
     if (cfg.mode == MODE_WINDOW && (cfg.live < 1 || cfg.live > 100000000))
-        bench_die(2, "--live must be 1..100M");
+        die(2, "--live must be 1..100M");
     if (cfg.ops < 1)
-        bench_die(2, "--ops must be at least 1");
-    if (!warmup_set)
+        die(2, "--ops must be at least 1");
+    if (cfg.warmup == WARMUP_AUTO)
         cfg.warmup = cfg.ops / 10 < 200000 ? cfg.ops / 10 : 200000;
     build_size_sequence(cfg.sizes_spec);
 
@@ -413,32 +342,23 @@ int main(int argc, char **argv)
         /* In the main thread, with no other thread ever created: the plain
          * single-threaded program. */
         worker_setup(&ws[0]);
-        t0 = bench_now();
+        t0 = now_s();
         run_pairs(&ws[0], cfg.ops);
-        t1 = bench_now();
+        t1 = now_s();
         worker_drain(&ws[0]);
     } else {
         if (pthread_barrier_init(&start_barrier, NULL, (unsigned)cfg.threads + 1) != 0)
-            bench_die(3, "pthread_barrier_init failed");
-        for (int i = 0; i < cfg.threads; i++) {
-            ws[i].id = i;
-            int e = pthread_create(&ws[i].th, NULL, worker_main, &ws[i]);
-            if (e != 0)
-                bench_die(3, "pthread_create failed: %s", strerror(e));
-        }
-        pthread_barrier_wait(&start_barrier);
-        pthread_barrier_wait(&start_barrier);
+            die(3, "pthread_barrier_init failed");
         for (int i = 0; i < cfg.threads; i++)
-            pthread_join(ws[i].th, NULL);
+            ws[i].id = i;
+        BENCH_START(ws, cfg.threads, th, worker_main, 0);
+        pthread_barrier_wait(&start_barrier);
+        pthread_barrier_wait(&start_barrier);
+        BENCH_JOIN(ws, cfg.threads, th);
         /* from the first thread's start to the last thread's end */
-        t0 = ws[0].t_start;
-        t1 = ws[0].t_end;
-        for (int i = 1; i < cfg.threads; i++) {
-            if (ws[i].t_start < t0)
-                t0 = ws[i].t_start;
-            if (ws[i].t_end > t1)
-                t1 = ws[i].t_end;
-        }
+        struct bench_span all = BENCH_SPAN(ws, cfg.threads, span);
+        t0 = all.start;
+        t1 = all.end;
         pthread_barrier_destroy(&start_barrier);
     }
     free(size_seq);

@@ -15,10 +15,10 @@
  *
  * --mode rss (the seed's memory test): the threads allocate all their objects
  *   (all live), free them, allocate them again, free them again; at each step
- *   the main thread reads VmRSS while the workers wait on a barrier (holding
+ *   the main thread reads RSS while the workers wait on a barrier (holding
  *   their objects).  Then the workers unmap their pointer arrays and exit,
- *   and VmRSS is read again; with --api pool, fa_pool_trim() runs after the
- *   exits (an exiting thread flushes its local pool) and VmRSS is read once
+ *   and RSS is read again; with --api pool, fa_pool_trim() runs after the
+ *   exits (an exiting thread flushes its local pool) and RSS is read once
  *   more.  All in KiB.
  *
  * Validation: in the allocate phase each object gets a tag in its first word;
@@ -31,31 +31,13 @@
  */
 #include "bench_common.h"
 
-#include <getopt.h>
 #include <inttypes.h>
-#include <pthread.h>
 
-typedef struct fa_pool fa_pool;
-typedef struct fa_pool_options {
-    size_t object_size;
-    size_t object_align;
-    void (*ctor)(void *obj, void *arg);
-    void (*dtor)(void *obj, void *arg);
-    void *arg;
-    unsigned global_pools;
-    unsigned handover;
-    size_t block_size;
-    size_t max_objects;
-    size_t max_bytes;
-    int idle_trim_ms;
-    int debug;
-    const char *name;
-} fa_pool_options; /* mirrors include/fastalloc.h (this program does not include it) */
-
-static fa_pool *(*pool_create)(const fa_pool_options *);
-static void *(*pool_get)(fa_pool *);
-static void (*pool_put)(fa_pool *, void *);
-static size_t (*pool_trim)(fa_pool *);
+/* fastalloc's pool API, found with dlsym (the program does not link it). */
+static __typeof__(fa_pool_create) *pool_create;
+static __typeof__(fa_pool_get) *pool_get;
+static __typeof__(fa_pool_put) *pool_put;
+static __typeof__(fa_pool_trim) *pool_trim;
 
 enum { MODE_SHUFFLE, MODE_RSS };
 
@@ -67,7 +49,7 @@ static struct {
     size_t size;
     uint64_t rounds;
     uint64_t seed;
-} cfg;
+} cfg = {.mode = MODE_SHUFFLE, .threads = 1, .objects = 100000, .size = 64, .rounds = 50, .seed = 1};
 
 static fa_pool *pool;
 static pthread_barrier_t bar;      /* workers only (shuffle) or workers + main (rss) */
@@ -79,7 +61,7 @@ struct worker {
     size_t ptr_bytes;
     uint64_t rng;
     uint64_t tag_base;
-    double start, end; /* this thread's current phase */
+    struct bench_span span; /* this thread's current phase */
 } __attribute__((aligned(128)));
 
 static struct worker *workers;
@@ -161,7 +143,7 @@ static void shuffle(struct worker *w)
 {
     uint64_t **a = w->ptrs;
     for (size_t i = cfg.objects - 1; i > 0; i--) {
-        size_t j = (size_t)(bench_rand(&w->rng) % (i + 1));
+        size_t j = (size_t)rng_below(&w->rng, i + 1);
         uint64_t *t = a[i];
         a[i] = a[j];
         a[j] = t;
@@ -172,42 +154,38 @@ static void shuffle(struct worker *w)
  * barrier, so every start/end is written). */
 static void account_phase(int which)
 {
-    double s = workers[0].start, e = workers[0].end;
-    for (int i = 1; i < cfg.threads; i++) {
-        if (workers[i].start < s)
-            s = workers[i].start;
-        if (workers[i].end > e)
-            e = workers[i].end;
-    }
-    alloc_free_s += e - s;
-    phase_s[which] += e - s;
+    struct bench_span all = BENCH_SPAN(workers, cfg.threads, span);
+    alloc_free_s += all.end - all.start;
+    phase_s[which] += all.end - all.start;
+}
+
+/* One timed phase of shuffle mode, started and ended with all workers
+ * together (the barriers); worker 0 adds it up once all have finished. */
+static void timed_phase(struct worker *w, uint64_t round, void (*phase)(struct worker *, uint64_t),
+                        int which)
+{
+    pthread_barrier_wait(&bar);
+    w->span.start = now_s();
+    phase(w, round);
+    w->span.end = now_s();
+    pthread_barrier_wait(&bar);
+    if (w->id == 0)
+        account_phase(which);
 }
 
 static void *shuffle_main(void *arg)
 {
     struct worker *w = arg;
     for (uint64_t r = 0; r < cfg.rounds; r++) {
-        pthread_barrier_wait(&bar);
-        w->start = bench_now();
-        phase_alloc(w, r);
-        w->end = bench_now();
-        pthread_barrier_wait(&bar);
-        if (w->id == 0)
-            account_phase(0);
+        timed_phase(w, r, phase_alloc, 0);
         phase_check_fill(w, r);
         shuffle(w);
-        pthread_barrier_wait(&bar);
-        w->start = bench_now();
-        phase_free(w, r);
-        w->end = bench_now();
-        pthread_barrier_wait(&bar);
-        if (w->id == 0)
-            account_phase(1);
+        timed_phase(w, r, phase_free, 1);
     }
     return NULL;
 }
 
-/* rss mode: main reads VmRSS between the barriers. */
+/* rss mode: main reads RSS between the barriers. */
 static void *rss_main(void *arg)
 {
     struct worker *w = arg;
@@ -227,72 +205,39 @@ static void *rss_main(void *arg)
     return NULL;
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-        "usage: objpool [--mode shuffle|rss] [--api malloc|pool] [--threads T] [--objects N]\n"
-        "               [--size B] [--rounds N] [--seed N]\n"
-        "  --mode      shuffle: time allocate + free (default); rss: VmRSS at each step\n"
-        "  --api       malloc: malloc/free (default); pool: fastalloc's fa_pool\n"
-        "  --threads   worker threads (default 1)\n"
-        "  --objects   objects per thread per round (default 100000)\n"
-        "  --size      bytes per object, a multiple of 8, >= 16 (default 64)\n"
-        "  --rounds    rounds, shuffle mode (default 50)\n");
-}
+static const char usage[] =
+    "usage: objpool [--mode shuffle|rss] [--api malloc|pool] [--threads T] [--objects N]\n"
+    "               [--size B] [--rounds N] [--seed N]\n"
+    "  --mode      shuffle: time allocate + free (default); rss: VmRSS at each step\n"
+    "  --api       malloc: malloc/free (default); pool: fastalloc's fa_pool\n"
+    "  --threads   worker threads (default 1)\n"
+    "  --objects   objects per thread per round (default 100000)\n"
+    "  --size      bytes per object, a multiple of 8, >= 16 (default 64)\n"
+    "  --rounds    rounds, shuffle mode (default 50)\n";
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"mode", required_argument, 0, 'm'},    {"api", required_argument, 0, 'a'},
-        {"threads", required_argument, 0, 't'}, {"objects", required_argument, 0, 'n'},
-        {"size", required_argument, 0, 's'},    {"rounds", required_argument, 0, 'r'},
-        {"seed", required_argument, 0, 'S'},    {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    bench_name = "objpool";
-    cfg.mode = MODE_SHUFFLE;
-    cfg.threads = 1;
-    cfg.objects = 100000;
-    cfg.size = 64;
-    cfg.rounds = 50;
-    cfg.seed = 1;
-    for (;;) {
-        int c = getopt_long(argc, argv, "", opts, NULL);
-        if (c == -1)
-            break;
-        switch (c) {
-        case 'm':
-            if (strcmp(optarg, "shuffle") == 0)
-                cfg.mode = MODE_SHUFFLE;
-            else if (strcmp(optarg, "rss") == 0)
-                cfg.mode = MODE_RSS;
-            else
-                bench_die(2, "bad --mode '%s'", optarg);
-            break;
-        case 'a':
-            if (strcmp(optarg, "pool") == 0)
-                cfg.use_pool = 1;
-            else if (strcmp(optarg, "malloc") != 0)
-                bench_die(2, "bad --api '%s'", optarg);
-            break;
-        case 't': cfg.threads = (int)bench_count("--threads", optarg); break;
-        case 'n': cfg.objects = (size_t)bench_count("--objects", optarg); break;
-        case 's': cfg.size = (size_t)bench_count("--size", optarg); break;
-        case 'r': cfg.rounds = bench_count("--rounds", optarg); break;
-        case 'S': cfg.seed = bench_count("--seed", optarg); break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
+    die_prefix = "objpool";
+    __typeof__(cfg) o = cfg; /* the table points at a copy: see bench_options */
+    const struct bench_opt opts[] = {
+        {"mode", OPT_CHOICE, &o.mode, "shuffle|rss", NULL}, /* MODE_SHUFFLE, MODE_RSS */
+        {"api", OPT_CHOICE, &o.use_pool, "malloc|pool", NULL},
+        {"threads", OPT_INT, &o.threads, NULL, NULL},
+        {"objects", OPT_SIZE, &o.objects, NULL, NULL},
+        {"size", OPT_SIZE, &o.size, NULL, NULL},
+        {"rounds", OPT_COUNT, &o.rounds, NULL, NULL},
+        {"seed", OPT_COUNT, &o.seed, NULL, NULL},
+        {NULL, 0, NULL, NULL, NULL}};
+    bench_options(argc, argv, opts, usage, usage);
+    cfg = o;
     if (optind != argc || cfg.threads < 1 || cfg.threads > 1024 || cfg.objects < 2 ||
-        cfg.size < 16 || cfg.size % 8 != 0 || cfg.rounds < 1) {
-        usage(stderr);
-        return 2;
-    }
+        cfg.size < 16 || cfg.size % 8 != 0 || cfg.rounds < 1)
+        bench_usage_error(usage);
     if (cfg.use_pool) {
-        pool_create = (fa_pool * (*)(const fa_pool_options *))bench_fa_symbol("fa_pool_create");
-        pool_get = (void *(*)(fa_pool *))bench_fa_symbol("fa_pool_get");
-        pool_put = (void (*)(fa_pool *, void *))bench_fa_symbol("fa_pool_put");
-        pool_trim = (size_t(*)(fa_pool *))bench_fa_symbol("fa_pool_trim");
+        pool_create = (__typeof__(fa_pool_create) *)bench_fa_symbol("fa_pool_create");
+        pool_get = (__typeof__(fa_pool_get) *)bench_fa_symbol("fa_pool_get");
+        pool_put = (__typeof__(fa_pool_put) *)bench_fa_symbol("fa_pool_put");
+        pool_trim = (__typeof__(fa_pool_trim) *)bench_fa_symbol("fa_pool_trim");
         pool = pool_create(&(fa_pool_options){.object_size = cfg.size});
         if (pool == NULL)
             BENCH_FAIL("fa_pool_create failed (errno %d)", errno);
@@ -306,36 +251,30 @@ int main(int argc, char **argv)
         w->id = i;
         w->ptr_bytes = ptr_bytes;
         w->ptrs = bench_map(ptr_bytes, 1);
-        w->rng = bench_mix64(cfg.seed * 1000003u + (uint64_t)i);
-        w->tag_base = bench_mix64(cfg.seed ^ ((uint64_t)(i + 1) << 40));
+        w->rng = mix64(cfg.seed * 1000003u + (uint64_t)i);
+        w->tag_base = mix64(cfg.seed ^ ((uint64_t)(i + 1) << 40));
     }
     int parties = cfg.threads + (cfg.mode == MODE_RSS ? 1 : 0);
     if (pthread_barrier_init(&bar, NULL, (unsigned)parties) != 0)
-        bench_die(2, "pthread_barrier_init failed");
+        die(2, "pthread_barrier_init failed");
 
-    double t0 = bench_now();
+    double t0 = now_s();
     long base = 0, live[2] = {0}, freed[2] = {0}, after_exit = 0, after_trim = -1;
-    for (int i = 0; i < cfg.threads; i++) {
-        int e = pthread_create(&workers[i].th, NULL,
-                               cfg.mode == MODE_RSS ? rss_main : shuffle_main, &workers[i]);
-        if (e != 0)
-            bench_die(2, "pthread_create: %s", strerror(e));
-    }
+    BENCH_START(workers, cfg.threads, th, cfg.mode == MODE_RSS ? rss_main : shuffle_main, 0);
     if (cfg.mode == MODE_RSS) {
-        base = bench_vmrss_kib();
+        base = bench_rss_kib();
         pthread_barrier_wait(&bar);
         for (int r = 0; r < 2; r++) {
             pthread_barrier_wait(&bar);
-            live[r] = bench_vmrss_kib();
+            live[r] = bench_rss_kib();
             pthread_barrier_wait(&bar);
             pthread_barrier_wait(&bar);
-            freed[r] = bench_vmrss_kib();
+            freed[r] = bench_rss_kib();
             pthread_barrier_wait(&bar);
         }
     }
-    for (int i = 0; i < cfg.threads; i++)
-        pthread_join(workers[i].th, NULL);
-    double total = bench_now() - t0;
+    BENCH_JOIN(workers, cfg.threads, th);
+    double total = now_s() - t0;
     pthread_barrier_destroy(&bar);
 
     if (cfg.mode == MODE_SHUFFLE) {
@@ -346,10 +285,10 @@ int main(int argc, char **argv)
                cfg.use_pool ? "pool" : "malloc", cfg.threads, cfg.objects, cfg.size, cfg.rounds,
                alloc_free_s * 1e3, phase_s[0] * 1e3, phase_s[1] * 1e3, total * 1e3, alloc_free_s * 1e9 * cfg.threads / pairs, allocator);
     } else {
-        after_exit = bench_vmrss_kib();
+        after_exit = bench_rss_kib();
         if (cfg.use_pool) {
             pool_trim(pool);
-            after_trim = bench_vmrss_kib();
+            after_trim = bench_rss_kib();
         }
         printf("{\"bench\": \"objpool\", \"mode\": \"rss\", \"api\": \"%s\", \"threads\": %d, "
                "\"objects\": %zu, \"size\": %zu, \"ptr_array_bytes\": %zu, \"base_kib\": %ld, "

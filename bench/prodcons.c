@@ -20,9 +20,7 @@
  */
 #include "bench_common.h"
 
-#include <getopt.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <sched.h>
 
 struct ring {
@@ -33,15 +31,15 @@ struct ring {
     int id;
     uint64_t seed;
     pthread_t prod, cons;
-    double start, end;
+    struct bench_span span; /* first object made .. last one freed */
 };
 
 static struct {
     int pairs;
     uint64_t ops;
     size_t min, max;
-    unsigned long ring;
-} cfg;
+    size_t ring;
+} cfg = {.pairs = 1, .ops = 1000000, .min = 16, .max = 512, .ring = 256};
 
 static struct ring *rings;
 static pthread_barrier_t start_bar;
@@ -60,20 +58,17 @@ static void *producer(void *arg)
 {
     struct ring *r = arg;
     uint64_t rng = r->seed;
-    const uint64_t base = bench_mix64(r->seed ^ 0xabcdef);
+    const uint64_t base = mix64(r->seed ^ 0xabcdef);
     unsigned long head = 0;
     pthread_barrier_wait(&start_bar);
-    r->start = bench_now(); /* not the main thread's clock: it may run late */
+    r->span.start = now_s(); /* not the main thread's clock: it may run late */
     for (uint64_t i = 0; i < cfg.ops; i++) {
-        size_t n = bench_rand_range(&rng, cfg.min, cfg.max);
+        size_t n = rng_range(&rng, cfg.min, cfg.max);
         uint64_t tag = bench_tag(base, i);
         unsigned char *p = malloc(n);
         if (p == NULL)
             BENCH_FAIL("producer %d: malloc(%zu) returned NULL", r->id, n);
-        if (i % FULL_EVERY == 0)
-            bench_fill(p, n, tag);
-        else
-            bench_stamp(p, n, tag);
+        bench_mark(p, n, tag, i % FULL_EVERY == 0);
         unsigned spins = 0;
         while (head - __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) > r->mask)
             wait_a_little(&spins);
@@ -87,106 +82,72 @@ static void *consumer(void *arg)
 {
     struct ring *r = arg;
     uint64_t rng = r->seed; /* the producer's sizes, in the same order */
-    const uint64_t base = bench_mix64(r->seed ^ 0xabcdef);
+    const uint64_t base = mix64(r->seed ^ 0xabcdef);
     unsigned long tail = 0;
     pthread_barrier_wait(&start_bar);
     for (uint64_t i = 0; i < cfg.ops; i++) {
-        size_t n = bench_rand_range(&rng, cfg.min, cfg.max);
+        size_t n = rng_range(&rng, cfg.min, cfg.max);
         uint64_t tag = bench_tag(base, i);
         unsigned spins = 0;
         while (__atomic_load_n(&r->head, __ATOMIC_ACQUIRE) == tail)
             wait_a_little(&spins);
         unsigned char *p = r->slot[tail & r->mask];
         __atomic_store_n(&r->tail, ++tail, __ATOMIC_RELEASE);
-        if (i % FULL_EVERY == 0) {
-            long bad = bench_fill_bad(p, n, tag);
-            if (bad >= 0)
-                BENCH_FAIL("consumer %d: object %" PRIu64 " (%p, %zu bytes) is corrupt at byte %ld",
-                           r->id, i, (void *)p, n, bad);
-        } else if (!bench_stamp_ok(p, n, tag)) {
-            BENCH_FAIL("consumer %d: object %" PRIu64 " (%p, %zu bytes) is corrupt", r->id, i,
-                       (void *)p, n);
-        }
+        long bad = bench_check(p, n, tag, i % FULL_EVERY == 0);
+        if (bad >= 0)
+            BENCH_FAIL("consumer %d: object %" PRIu64 " (%p, %zu bytes) is corrupt at byte %ld",
+                       r->id, i, (void *)p, n, bad);
         free(p);
     }
-    r->end = bench_now();
+    r->span.end = now_s();
     return NULL;
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-        "usage: prodcons [--pairs P] [--ops N] [--min B] [--max B] [--ring N]\n"
-        "  --pairs  producer/consumer pairs (default 1)\n"
-        "  --ops    objects per producer (default 1M)\n"
-        "  --min, --max  object sizes, uniform (default 16..512; min >= 16)\n"
-        "  --ring   slots per ring, a power of two (default 256)\n");
-}
+static const char usage[] =
+    "usage: prodcons [--pairs P] [--ops N] [--min B] [--max B] [--ring N]\n"
+    "  --pairs  producer/consumer pairs (default 1)\n"
+    "  --ops    objects per producer (default 1M)\n"
+    "  --min, --max  object sizes, uniform (default 16..512; min >= 16)\n"
+    "  --ring   slots per ring, a power of two (default 256)\n";
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"pairs", required_argument, 0, 'p'}, {"ops", required_argument, 0, 'n'},
-        {"min", required_argument, 0, 'a'},   {"max", required_argument, 0, 'b'},
-        {"ring", required_argument, 0, 'r'},  {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    bench_name = "prodcons";
-    cfg.pairs = 1;
-    cfg.ops = 1000000;
-    cfg.min = 16;
-    cfg.max = 512;
-    cfg.ring = 256;
-    for (;;) {
-        int c = getopt_long(argc, argv, "", opts, NULL);
-        if (c == -1)
-            break;
-        switch (c) {
-        case 'p': cfg.pairs = (int)bench_count("--pairs", optarg); break;
-        case 'n': cfg.ops = bench_count("--ops", optarg); break;
-        case 'a': cfg.min = (size_t)bench_count("--min", optarg); break;
-        case 'b': cfg.max = (size_t)bench_count("--max", optarg); break;
-        case 'r': cfg.ring = (unsigned long)bench_count("--ring", optarg); break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
+    die_prefix = "prodcons";
+    __typeof__(cfg) o = cfg; /* the table points at a copy: see bench_options */
+    const struct bench_opt opts[] = {
+        {"pairs", OPT_INT, &o.pairs, NULL, NULL},
+        {"ops", OPT_COUNT, &o.ops, NULL, NULL},
+        {"min", OPT_SIZE, &o.min, NULL, NULL},
+        {"max", OPT_SIZE, &o.max, NULL, NULL},
+        {"ring", OPT_SIZE, &o.ring, NULL, NULL},
+        {NULL, 0, NULL, NULL, NULL}};
+    bench_options(argc, argv, opts, usage, usage);
+    cfg = o;
     if (optind != argc || cfg.pairs < 1 || cfg.pairs > 512 || cfg.ops < 1 || cfg.min < 16 ||
-        cfg.max < cfg.min || cfg.ring < 2 || (cfg.ring & (cfg.ring - 1)) != 0) {
-        usage(stderr);
-        return 2;
-    }
+        cfg.max < cfg.min || cfg.ring < 2 || (cfg.ring & (cfg.ring - 1)) != 0)
+        bench_usage_error(usage);
     const char *allocator = bench_detect_allocator();
     rings = bench_map((size_t)cfg.pairs * sizeof *rings, 1);
     if (pthread_barrier_init(&start_bar, NULL, (unsigned)(2 * cfg.pairs + 1)) != 0)
-        bench_die(2, "pthread_barrier_init failed");
+        die(2, "pthread_barrier_init failed");
     for (int i = 0; i < cfg.pairs; i++) {
         struct ring *r = &rings[i];
         r->id = i;
-        r->seed = bench_mix64(0x9c0ffee + (uint64_t)i);
+        r->seed = mix64(0x9c0ffee + (uint64_t)i);
         r->mask = cfg.ring - 1;
         r->slot = bench_map(cfg.ring * sizeof(void *), 1);
-        int e = pthread_create(&r->cons, NULL, consumer, r);
-        if (e == 0)
-            e = pthread_create(&r->prod, NULL, producer, r);
-        if (e != 0)
-            bench_die(2, "pthread_create: %s", strerror(e));
     }
+    /* All of them wait at the start barrier: the order of the starts does not matter. */
+    BENCH_START(rings, cfg.pairs, cons, consumer, 0);
+    BENCH_START(rings, cfg.pairs, prod, producer, 0);
     pthread_barrier_wait(&start_bar);
-    for (int i = 0; i < cfg.pairs; i++) {
-        pthread_join(rings[i].prod, NULL);
-        pthread_join(rings[i].cons, NULL);
-    }
-    double t0 = rings[0].start, t1 = rings[0].end;
-    for (int i = 1; i < cfg.pairs; i++) {
-        if (rings[i].start < t0)
-            t0 = rings[i].start;
-        if (rings[i].end > t1)
-            t1 = rings[i].end;
-    }
-    double elapsed = t1 - t0;
+    BENCH_JOIN(rings, cfg.pairs, prod);
+    BENCH_JOIN(rings, cfg.pairs, cons);
+    struct bench_span all = BENCH_SPAN(rings, cfg.pairs, span);
+    double elapsed = all.end - all.start;
     uint64_t total = cfg.ops * (uint64_t)cfg.pairs;
     printf("{\"bench\": \"prodcons\", \"pairs\": %d, \"ops_per_producer\": %" PRIu64 ", "
-           "\"min\": %zu, \"max\": %zu, \"ring\": %lu, \"total_ops\": %" PRIu64 ", "
+           "\"min\": %zu, \"max\": %zu, \"ring\": %zu, \"total_ops\": %" PRIu64 ", "
            "\"elapsed_s\": %.6f, \"ops_per_s\": %.1f, \"allocator\": \"%s\", \"valid\": true}\n",
            cfg.pairs, cfg.ops, cfg.min, cfg.max, cfg.ring, total, elapsed, (double)total / elapsed,
            allocator);

@@ -3,8 +3,8 @@
  *
  * --threads T workers each allocate small blocks (--min..--max bytes,
  * uniform) until their share of --peak-mib MiB (requested bytes) is live,
- * then wait until all are there (the main thread reads VmRSS: rss_peak),
- * then free everything and exit.  The main thread samples VmRSS every
+ * then wait until all are there (the main thread reads RSS: rss_peak),
+ * then free everything and exit.  The main thread samples RSS every
  * --interval-ms from the moment the frees start, joins the workers once they
  * are all done, and keeps sampling while the process sits idle (no allocator
  * call at all from the harness) for --idle-s seconds after the last free.
@@ -22,9 +22,7 @@
  */
 #include "bench_common.h"
 
-#include <getopt.h>
 #include <inttypes.h>
-#include <pthread.h>
 
 struct worker {
     int id;
@@ -42,7 +40,7 @@ static struct {
     size_t min, max;
     double idle_s;
     int interval_ms;
-} cfg;
+} cfg = {.threads = 4, .peak_mib = 1024, .min = 16, .max = 1024, .idle_s = 5, .interval_ms = 100};
 
 static struct worker *workers;
 static pthread_barrier_t bar; /* workers + main */
@@ -56,16 +54,12 @@ static void *worker_main(void *arg)
     size_t budget = (size_t)(cfg.peak_mib * 1048576.0 / cfg.threads), live = 0;
     while (live < budget) {
         if (w->count == w->cap)
-            bench_die(2, "thread %d: pointer array full", w->id);
-        size_t n = bench_rand_range(&w->rng, cfg.min, cfg.max);
+            die(2, "thread %d: pointer array full", w->id);
+        size_t n = rng_range(&w->rng, cfg.min, cfg.max);
         unsigned char *p = malloc(n);
         if (p == NULL)
             BENCH_FAIL("thread %d: malloc(%zu) returned NULL after %zu bytes", w->id, n, live);
-        uint64_t tag = bench_tag(w->tag_base, w->count);
-        if (w->count % FULL_EVERY == 0)
-            bench_fill(p, n, tag);
-        else
-            bench_stamp(p, n, tag);
+        bench_mark(p, n, bench_tag(w->tag_base, w->count), w->count % FULL_EVERY == 0);
         w->ptrs[w->count] = p;
         w->sizes[w->count] = (uint16_t)n;
         w->count++;
@@ -73,68 +67,37 @@ static void *worker_main(void *arg)
     }
     pthread_barrier_wait(&bar); /* all live: main reads the peak */
     pthread_barrier_wait(&bar); /* go: free */
-    for (size_t i = 0; i < w->count; i++) {
-        unsigned char *p = w->ptrs[i];
-        size_t n = w->sizes[i];
-        uint64_t tag = bench_tag(w->tag_base, i);
-        if (i % FULL_EVERY == 0) {
-            long bad = bench_fill_bad(p, n, tag);
-            if (bad >= 0)
-                BENCH_FAIL("thread %d: block %p (%zu bytes) corrupt at byte %ld", w->id, (void *)p, n, bad);
-        } else if (!bench_stamp_ok(p, n, tag)) {
-            BENCH_FAIL("thread %d: block %p (%zu bytes) was overwritten while live", w->id, (void *)p, n);
-        }
-        free(p);
-    }
+    for (size_t i = 0; i < w->count; i++)
+        bench_check_free(w->id, w->ptrs[i], w->sizes[i], bench_tag(w->tag_base, i), i % FULL_EVERY == 0);
     bench_unmap(w->ptrs, w->map_ptrs);
     bench_unmap(w->sizes, w->map_sizes);
     __atomic_fetch_add(&workers_done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-        "usage: rsspeak [--threads T] [--peak-mib M] [--min B] [--max B] [--idle-s S]\n"
-        "               [--interval-ms MS]\n"
-        "  defaults: 4 threads, 1024 MiB, 16..1024 B, 5 s idle, a sample every 100 ms\n");
-}
+static const char usage[] =
+    "usage: rsspeak [--threads T] [--peak-mib M] [--min B] [--max B] [--idle-s S]\n"
+    "               [--interval-ms MS]\n"
+    "  defaults: 4 threads, 1024 MiB, 16..1024 B, 5 s idle, a sample every 100 ms\n";
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"threads", required_argument, 0, 't'}, {"peak-mib", required_argument, 0, 'p'},
-        {"min", required_argument, 0, 'a'},     {"max", required_argument, 0, 'b'},
-        {"idle-s", required_argument, 0, 'i'},  {"interval-ms", required_argument, 0, 'v'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
-    bench_name = "rsspeak";
-    cfg.threads = 4;
-    cfg.peak_mib = 1024;
-    cfg.min = 16;
-    cfg.max = 1024;
-    cfg.idle_s = 5;
-    cfg.interval_ms = 100;
-    for (;;) {
-        int c = getopt_long(argc, argv, "", opts, NULL);
-        if (c == -1)
-            break;
-        switch (c) {
-        case 't': cfg.threads = (int)bench_count("--threads", optarg); break;
-        case 'p': cfg.peak_mib = strtod(optarg, NULL); break;
-        case 'a': cfg.min = (size_t)bench_count("--min", optarg); break;
-        case 'b': cfg.max = (size_t)bench_count("--max", optarg); break;
-        case 'i': cfg.idle_s = strtod(optarg, NULL); break;
-        case 'v': cfg.interval_ms = (int)bench_count("--interval-ms", optarg); break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
+    die_prefix = "rsspeak";
+    __typeof__(cfg) o = cfg; /* the table points at a copy: see bench_options */
+    const struct bench_opt opts[] = {
+        {"threads", OPT_INT, &o.threads, NULL, NULL},
+        {"peak-mib", OPT_DOUBLE, &o.peak_mib, NULL, NULL},
+        {"min", OPT_SIZE, &o.min, NULL, NULL},
+        {"max", OPT_SIZE, &o.max, NULL, NULL},
+        {"idle-s", OPT_DOUBLE, &o.idle_s, NULL, NULL},
+        {"interval-ms", OPT_INT, &o.interval_ms, NULL, NULL},
+        {NULL, 0, NULL, NULL, NULL}};
+    bench_options(argc, argv, opts, usage, usage);
+    cfg = o;
     if (optind != argc || cfg.threads < 1 || cfg.threads > 256 || !(cfg.peak_mib > 0) ||
         cfg.min < 16 || cfg.max < cfg.min || cfg.max > 65535 || !(cfg.idle_s >= 1) ||
-        cfg.interval_ms < 1) {
-        usage(stderr);
-        return 2;
-    }
+        cfg.interval_ms < 1)
+        bench_usage_error(usage);
     const char *allocator = bench_detect_allocator();
 
     workers = bench_map((size_t)cfg.threads * sizeof *workers, 1);
@@ -147,30 +110,25 @@ int main(int argc, char **argv)
         w->map_sizes = w->cap * sizeof *w->sizes;
         w->ptrs = bench_map(w->map_ptrs, 0); /* touched as it fills: part of the peak */
         w->sizes = bench_map(w->map_sizes, 0);
-        w->rng = bench_mix64(0x4b1d + (uint64_t)i);
-        w->tag_base = bench_mix64((uint64_t)(i + 7) << 36);
+        w->rng = mix64(0x4b1d + (uint64_t)i);
+        w->tag_base = mix64((uint64_t)(i + 7) << 36);
     }
     /* samples: room for the whole run at the interval, plus slack */
     size_t max_samples = (size_t)((cfg.idle_s + 600.0) * 1000.0 / cfg.interval_ms) + 16;
-    double *st = bench_map(max_samples * sizeof *st, 1);
-    long *sr = bench_map(max_samples * sizeof *sr, 1);
-    size_t ns = 0;
+    struct bench_samples samples;
+    bench_samples_init(&samples, max_samples, 1);
 
     if (pthread_barrier_init(&bar, NULL, (unsigned)cfg.threads + 1) != 0)
-        bench_die(2, "pthread_barrier_init failed");
-    long rss_base = bench_vmrss_kib();
-    for (int i = 0; i < cfg.threads; i++) {
-        int e = pthread_create(&workers[i].th, NULL, worker_main, &workers[i]);
-        if (e != 0)
-            bench_die(2, "pthread_create: %s", strerror(e));
-    }
+        die(2, "pthread_barrier_init failed");
+    long rss_base = bench_rss_kib();
+    BENCH_START(workers, cfg.threads, th, worker_main, 0);
     pthread_barrier_wait(&bar);
-    long rss_peak = bench_vmrss_kib();
+    long rss_peak = bench_rss_kib();
     size_t blocks = 0;
     for (int i = 0; i < cfg.threads; i++)
         blocks += workers[i].count;
     const double interval = cfg.interval_ms / 1000.0;
-    double t0 = bench_now();
+    double t0 = now_s();
     pthread_barrier_wait(&bar); /* the frees start */
     /* Samples on a grid from t0 while the frees run; once the workers are
      * done (and joined), one sample then, and a new grid from that moment,
@@ -179,12 +137,8 @@ int main(int argc, char **argv)
     long rss_freed = -1;
     double grid0 = 0;
     for (long k = 0;;) {
-        double t = bench_now() - t0;
-        if (ns < max_samples) {
-            st[ns] = t;
-            sr[ns] = bench_vmrss_kib();
-            ns++;
-        }
+        double t = now_s() - t0;
+        bench_sample(&samples, t, bench_rss_kib());
         if (t_free >= 0 && t >= t_free + cfg.idle_s - 1e-3)
             break;
         double next = t0 + grid0 + (double)++k * interval;
@@ -192,20 +146,15 @@ int main(int argc, char **argv)
             bench_sleep_until(next);
             continue;
         }
-        while (bench_now() < next && __atomic_load_n(&workers_done, __ATOMIC_ACQUIRE) < cfg.threads) {
+        while (now_s() < next && __atomic_load_n(&workers_done, __ATOMIC_ACQUIRE) < cfg.threads) {
             struct timespec ts = {0, 1000000};
             nanosleep(&ts, NULL);
         }
         if (__atomic_load_n(&workers_done, __ATOMIC_ACQUIRE) == cfg.threads) {
-            for (int i = 0; i < cfg.threads; i++)
-                pthread_join(workers[i].th, NULL);
-            t_free = bench_now() - t0;
-            rss_freed = bench_vmrss_kib();
-            if (ns < max_samples) {
-                st[ns] = t_free;
-                sr[ns] = rss_freed;
-                ns++;
-            }
+            BENCH_JOIN(workers, cfg.threads, th);
+            t_free = now_s() - t0;
+            rss_freed = bench_rss_kib();
+            bench_sample(&samples, t_free, rss_freed);
             grid0 = t_free;
             k = 0;
             bench_sleep_until(t0 + grid0 + (double)++k * interval);
@@ -217,16 +166,16 @@ int main(int argc, char **argv)
      * those moments (on the grid that starts at the last free). */
     long rss_1s = -1, rss_end = -1;
     double d1 = 1e9, d2 = 1e9;
-    for (size_t i = 0; i < ns; i++) {
-        double a = st[i] - (t_free + 1.0), b = st[i] - (t_free + cfg.idle_s);
+    for (size_t i = 0; i < samples.n; i++) {
+        double a = samples.t[i] - (t_free + 1.0), b = samples.t[i] - (t_free + cfg.idle_s);
         if (a < 0)
             a = -a;
         if (b < 0)
             b = -b;
         if (a < d1)
-            d1 = a, rss_1s = sr[i];
+            d1 = a, rss_1s = samples.kib[i];
         if (b < d2)
-            d2 = b, rss_end = sr[i];
+            d2 = b, rss_end = samples.kib[i];
     }
     printf("{\"bench\": \"rsspeak\", \"threads\": %d, \"peak_mib_requested\": %.0f, \"min\": %zu, "
            "\"max\": %zu, \"blocks\": %zu, \"idle_s\": %.2f, \"interval_ms\": %d, "
@@ -236,8 +185,7 @@ int main(int argc, char **argv)
            cfg.threads, cfg.peak_mib, cfg.min, cfg.max, blocks, cfg.idle_s, cfg.interval_ms, rss_base,
            rss_peak, rss_freed, rss_1s, rss_end, rss_peak / 1024.0, rss_1s / 1024.0, rss_end / 1024.0,
            t_free);
-    for (size_t i = 0; i < ns; i++)
-        printf("%s[%.4f, %.2f]", i ? ", " : "", st[i], sr[i] / 1024.0);
+    bench_print_samples(&samples);
     printf("], \"allocator\": \"%s\", \"valid\": true}\n", allocator);
     return 0;
 }

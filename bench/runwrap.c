@@ -31,14 +31,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_ENV 64
+#include "common.h" /* now_s */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#define MAX_ENV 64
 
 static double tv_s(struct timeval tv)
 {

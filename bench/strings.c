@@ -31,76 +31,54 @@
  */
 #include "bench_common.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 
-typedef void (*free_sized_fn)(void *, size_t);
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-        "usage: strings [--buffers N] [--size B] [--rounds N] [--zero memset|calloc]\n"
-        "               [--free plain|sized]\n"
-        "  --buffers N   live buffers per round (default 10000)\n"
-        "  --size B      bytes per buffer, >= 24 (default 1024)\n"
-        "  --rounds N    timed rounds, after one untimed warm-up round (default 1000)\n"
-        "  --zero HOW    memset: malloc then memset (default); calloc\n"
-        "  --free HOW    plain: free (default); sized: fa_free_sized (fastalloc only)\n");
-}
+static const char usage[] =
+    "usage: strings [--buffers N] [--size B] [--rounds N] [--zero memset|calloc]\n"
+    "               [--free plain|sized]\n"
+    "  --buffers N   live buffers per round (default 10000)\n"
+    "  --size B      bytes per buffer, >= 24 (default 1024)\n"
+    "  --rounds N    timed rounds, after one untimed warm-up round (default 1000)\n"
+    "  --zero HOW    memset: malloc then memset (default); calloc\n"
+    "  --free HOW    plain: free (default); sized: fa_free_sized (fastalloc only)\n";
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"buffers", required_argument, 0, 'b'}, {"size", required_argument, 0, 's'},
-        {"rounds", required_argument, 0, 'r'},  {"zero", required_argument, 0, 'z'},
-        {"free", required_argument, 0, 'f'},    {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    bench_name = "strings";
-    size_t nbuf = 10000, size = 1024;
-    uint64_t rounds = 1000;
-    int use_calloc = 0, sized = 0;
-    for (;;) {
-        int c = getopt_long(argc, argv, "", opts, NULL);
-        if (c == -1)
-            break;
-        switch (c) {
-        case 'b': nbuf = (size_t)bench_count("--buffers", optarg); break;
-        case 's': size = (size_t)bench_count("--size", optarg); break;
-        case 'r': rounds = bench_count("--rounds", optarg); break;
-        case 'z':
-            if (strcmp(optarg, "calloc") == 0)
-                use_calloc = 1;
-            else if (strcmp(optarg, "memset") != 0)
-                bench_die(2, "bad --zero '%s'", optarg);
-            break;
-        case 'f':
-            if (strcmp(optarg, "sized") == 0)
-                sized = 1;
-            else if (strcmp(optarg, "plain") != 0)
-                bench_die(2, "bad --free '%s'", optarg);
-            break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (optind != argc || nbuf < 1 || size < 24 || size > (1u << 24) || rounds < 1) {
-        usage(stderr);
-        return 2;
-    }
-    free_sized_fn free_sized = NULL;
+    die_prefix = "strings";
+    /* Parsed into o (the table points at it: see bench_options), then
+     * copied to the variables the timed loop reads. */
+    struct {
+        size_t buffers, size;
+        uint64_t rounds;
+        int calloc, sized;
+    } o = {.buffers = 10000, .size = 1024, .rounds = 1000};
+    const struct bench_opt opts[] = {
+        {"buffers", OPT_SIZE, &o.buffers, NULL, NULL},
+        {"size", OPT_SIZE, &o.size, NULL, NULL},
+        {"rounds", OPT_COUNT, &o.rounds, NULL, NULL},
+        {"zero", OPT_CHOICE, &o.calloc, "memset|calloc", NULL},
+        {"free", OPT_CHOICE, &o.sized, "plain|sized", NULL},
+        {NULL, 0, NULL, NULL, NULL}};
+    bench_options(argc, argv, opts, usage, usage);
+    const size_t nbuf = o.buffers, size = o.size;
+    const uint64_t rounds = o.rounds;
+    const int use_calloc = o.calloc, sized = o.sized;
+    if (optind != argc || nbuf < 1 || size < 24 || size > (1u << 24) || rounds < 1)
+        bench_usage_error(usage);
+    __typeof__(fa_free_sized) *free_sized = NULL; /* found with dlsym: not linked */
     if (sized)
-        free_sized = (free_sized_fn)bench_fa_symbol("fa_free_sized");
+        free_sized = (__typeof__(fa_free_sized) *)bench_fa_symbol("fa_free_sized");
     const char *allocator = bench_detect_allocator();
 
     unsigned char **bufs = bench_map(nbuf * sizeof *bufs, 1);
-    const uint64_t base = bench_mix64(0x5eed0000u + size);
+    const uint64_t base = mix64(0x5eed0000u + size);
     const size_t words = size / 8;
     double t0 = 0;
 
     for (uint64_t r = 0; r <= rounds; r++) {
         const int warm = r == 0;
         if (r == 1)
-            t0 = bench_now(); /* round 0 is the untimed, fully checked warm-up */
+            t0 = now_s(); /* round 0 is the untimed, fully checked warm-up */
         const uint64_t tag0 = bench_tag(base, r * nbuf);
         for (size_t j = 0; j < nbuf; j++) {
             unsigned char *p;
@@ -153,7 +131,7 @@ int main(int argc, char **argv)
                 free(p);
         }
     }
-    double elapsed = bench_now() - t0;
+    double elapsed = now_s() - t0;
     double per = elapsed * 1e9 / ((double)rounds * (double)nbuf);
     printf("{\"bench\": \"strings\", \"buffers\": %zu, \"size\": %zu, \"rounds\": %" PRIu64 ", "
            "\"zero\": \"%s\", \"free\": \"%s\", \"elapsed_s\": %.6f, \"ns_per_buffer\": %.3f, "

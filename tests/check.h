@@ -5,15 +5,16 @@
  *   check_done(name)            print "name: N checks passed", return 0
  *
  * A failed check prints to stderr and ends the process with status 1 at once
- * (_exit, so that other threads and atexit handlers cannot hide or delay the
- * failure; stdio is flushed first).  The counter is atomic: checks may run in
- * any thread. */
+ * (die_v in common.h: one write, then _exit, so that other threads and
+ * atexit handlers cannot hide or delay the failure; stdout is flushed
+ * first).  The counter is atomic: checks may run in any thread. */
 #ifndef FA_TEST_CHECK_H
 #define FA_TEST_CHECK_H
 
+#include "common.h"
+
 #include <stdarg.h>
 #include <stdio.h>
-#include <unistd.h>
 
 static unsigned long check_count_;
 
@@ -21,17 +22,12 @@ __attribute__((noreturn, format(printf, 4, 5), cold, noinline, unused))
 static void check_fail_(const char *file, int line, const char *expr, const char *fmt, ...)
 {
     fflush(stdout);
-    fprintf(stderr, "%s:%d: CHECK failed: %s", file, line, expr);
-    if (fmt != NULL && fmt[0] != '\0') {
-        va_list ap;
-        va_start(ap, fmt);
-        fputs(" -- ", stderr);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-    }
-    fputc('\n', stderr);
-    fflush(stderr);
-    _exit(1);
+    char head[512];
+    snprintf(head, sizeof head, "%s:%d: CHECK failed: %s%s", file, line, expr,
+             fmt[0] != '\0' ? " -- " : "");
+    va_list ap;
+    va_start(ap, fmt);
+    die_v(1, head, fmt, ap);
 }
 
 #define CHECKF(cond, ...)                                                                 \

@@ -74,7 +74,7 @@ static size_t footprint(void)
 static void *thread_main(void *arg)
 {
     struct job *j = arg;
-    uint64_t rng = mix64(j->id + 1) | 1;
+    uint64_t rng = mix64(j->id + 1);
     struct blk mine[ALLOCS];
     for (size_t i = 0; i < ALLOCS; i++) {
         mine[i].size = pick_size(&rng);

@@ -26,15 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static uint64_t rng_state = 0x0123456789abcdefull;
-
-static uint64_t next_random(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+static uint64_t rng_state = 0x0123456789abcdefull; /* rng_next (common.h) */
 
 /* ---- 1. byte order ---- */
 
@@ -126,7 +118,7 @@ static void test_round_trips(void)
     int bad = 0;
     uint64_t first_bad = 0;
     for (int i = 0; i < 1000000; i++) {
-        uint64_t v = next_random();
+        uint64_t v = rng_next(&rng_state);
         int off = i & 7;
         fa__encode_fixed64(buf + off, v);
         fa__encode_fixed32(buf32 + 7 - off, (uint32_t)(v >> 17));

@@ -29,7 +29,7 @@ static unsigned long busy_rounds[BUSY];
 static void *busy(void *arg)
 {
     uintptr_t id = (uintptr_t)arg;
-    uint64_t rng = mix64(id + 1) | 1;
+    uint64_t rng = mix64(id + 1);
     struct {
         unsigned char *p;
         size_t n;
@@ -84,7 +84,7 @@ static void child(int n)
 {
     signal(SIGALRM, SIG_DFL);
     alarm(10); /* a deadlocked child dies of SIGALRM */
-    uint64_t rng = mix64((uint64_t)n + 1000) | 1;
+    uint64_t rng = mix64((uint64_t)n + 1000);
     enum { NB = 1000 };
     static unsigned char *p[NB];
     static size_t sz[NB];

@@ -371,7 +371,7 @@ static void test_many_pools(void)
 }
 
 
-static uint64_t xs_state = 0x9e3779b97f4a7c15ull;
+static uint64_t shuffle_rng = 0x9e3779b97f4a7c15ull;
 
 static void test_address_order(void)
 {
@@ -396,7 +396,7 @@ static void test_address_order(void)
             CHECKF(next >= (N - 2000) * 9 / 10, "%zu of %d in address order", next, N - 2000);
         }
         for (size_t i = N - 1; i > 0; i--) {
-            size_t j = rng_below(&xs_state, i + 1);
+            size_t j = rng_below(&shuffle_rng, i + 1);
             char *t = v[i];
             v[i] = v[j];
             v[j] = t;

@@ -185,7 +185,7 @@ int main(void)
         pthread_t th[T];
         struct worker w[T];
         for (int t = 0; t < T; t++) {
-            w[t] = (struct worker){.rng = 0x9e3779b97f4a7c15ull * id, .id = id, .ops = ops};
+            w[t] = (struct worker){.rng = mix64(id), .id = id, .ops = ops};
             id++;
             CHECK(pthread_create(&th[t], NULL, work, &w[t]) == 0);
         }

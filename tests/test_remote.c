@@ -70,7 +70,7 @@ static int pop(struct item *it)
 static void *producer(void *arg)
 {
     uintptr_t id = (uintptr_t)arg;
-    uint64_t rng = mix64(id + 77) | 1;
+    uint64_t rng = mix64(id + 77);
     for (size_t i = 0; i < per_producer; i++) {
         struct item it;
         uint64_t r = rng_below(&rng, 1000);

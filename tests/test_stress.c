@@ -124,7 +124,7 @@ static size_t mapped(void)
 
 static void *worker(void *arg)
 {
-    uint64_t rng = mix64((uint64_t)(uintptr_t)arg + 1) | 1;
+    uint64_t rng = mix64((uint64_t)(uintptr_t)arg + 1);
     struct blk local[LOCAL];
     memset(local, 0, sizeof local);
     for (size_t op = 0; op < ops_per_thread; op++) {

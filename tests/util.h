@@ -1,13 +1,14 @@
-/* Helpers shared by the tests: byte patterns, a small PRNG, RSS, and values
- * the compiler cannot see through. */
+/* Helpers for the tests: byte patterns, sizes from the environment, and the
+ * helpers shared with the benchmarks (common.h: random numbers, RSS, clock,
+ * opaque values). */
 #ifndef FA_TEST_UTIL_H
 #define FA_TEST_UTIL_H
 
-#include <fcntl.h>
+#include "common.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the pattern helpers assume a little-endian machine"
@@ -25,40 +26,13 @@
 #define FA_TEST_SLOW 0
 #endif
 
-/* x, laundered so that the compiler knows nothing about it (no constant
- * folding of impossible sizes into warnings, no elision of calls). */
-static inline size_t opaque(size_t x)
-{
-    __asm__ __volatile__("" : "+r"(x));
-    return x;
-}
-
-static inline void *opaque_ptr(void *p)
-{
-    __asm__ __volatile__("" : "+r"(p) : : "memory");
-    return p;
-}
-
 /* ---- patterns: byte k of a block with seed s is a fixed function of (s, k),
  * so a prefix keeps its pattern when a block is resized, and two blocks with
  * different seeds that overlap are caught. */
 static inline uint64_t pat_word(uint64_t seed, size_t j)
 {
-    uint64_t x = seed + (uint64_t)(j + 1) * 0x9E3779B97F4A7C15ull;
-    x ^= x >> 31;
-    x *= 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 29;
-    return x;
-}
-
-static inline uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xFF51AFD7ED558CCDull;
-    x ^= x >> 33;
-    x *= 0xC4CEB9FE1A85EC53ull;
-    x ^= x >> 33;
-    return x;
+    /* word j is number j + 1 of the random sequence that starts at seed */
+    return mix64(seed + (uint64_t)(j + 1) * 0x9e3779b97f4a7c15ull);
 }
 
 static inline uint8_t pat_byte(uint64_t seed, size_t k)
@@ -120,55 +94,6 @@ static inline int all_bytes(const void *p, size_t n, unsigned char v)
         if (b[i] != v)
             return 0;
     return 1;
-}
-
-/* ---- xorshift PRNG, one state per thread */
-static inline uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *s = x;
-    return x;
-}
-
-static inline uint64_t rng_below(uint64_t *s, uint64_t n)
-{
-    return rng_next(s) % n;
-}
-
-/* ---- resident set size in bytes, read without allocating.
- * smaps_rollup counts present pages by walking the page tables.  statm gives
- * the kernel's running counters instead: on a loaded machine they once showed
- * a 64 MB munmap as a 48 MB drop (not seen again).  statm is the fallback for
- * kernels older than 4.14. */
-static inline size_t rss_bytes(void)
-{
-    char buf[4096];
-    int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t n = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (n > 0) {
-            buf[n] = '\0';
-            char *rss = strstr(buf, "\nRss:");
-            if (rss != NULL)
-                return (size_t)strtoull(rss + 5, NULL, 10) * 1024;
-        }
-    }
-    fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    char *end;
-    strtoull(buf, &end, 10); /* total program size */
-    unsigned long long res = strtoull(end, NULL, 10);
-    return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
 }
 
 static inline size_t env_size(const char *name, size_t dflt)
