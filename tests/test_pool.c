@@ -409,6 +409,18 @@ static void test_address_order(void)
     fa_pool_destroy(pool);
 }
 
+/* Gets and puts on a few blocks: hand-overs are where a pool reads the
+ * clock for its idle trim. */
+static void churn_few(fa_pool *pool, void **v, int rounds)
+{
+    for (int k = 0; k < rounds; k++) {
+        for (size_t i = 0; i < 3000; i++)
+            v[i] = fa_pool_get(pool);
+        for (size_t i = 0; i < 3000; i++)
+            fa_pool_put(pool, v[i]);
+    }
+}
+
 static void test_idle_trim(void)
 {
     /* A pool with an idle delay gives back blocks that sat all free in its
@@ -430,22 +442,12 @@ static void test_idle_trim(void)
     for (size_t i = 0; i < N; i++)
         fa_pool_put(pool, v[i]);
     /* Activity that reads the clock (at hand-overs), before the delay. */
-    for (int k = 0; k < 50; k++) {
-        for (size_t i = 0; i < 3000; i++)
-            v[i] = fa_pool_get(pool);
-        for (size_t i = 0; i < 3000; i++)
-            fa_pool_put(pool, v[i]);
-    }
+    churn_few(pool, v, 50);
     fa_pool_stats(pool, &st);
     CHECKF(st.trims == 0, "%llu trims before the delay", st.trims);
     CHECK(st.bytes_os == peak);
     fa__clock_advance_ms(60 * 1000 + 1);
-    for (int k = 0; k < 200; k++) {
-        for (size_t i = 0; i < 3000; i++)
-            v[i] = fa_pool_get(pool);
-        for (size_t i = 0; i < 3000; i++)
-            fa_pool_put(pool, v[i]);
-    }
+    churn_few(pool, v, 200);
     fa_pool_stats(pool, &st);
     CHECK(st.trims > 0);
     CHECKF(st.bytes_os <= peak / 4, "bytes %zu of peak %zu", st.bytes_os, peak);

@@ -14,25 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Prints "lib: <path>" for the libfastalloc.so mapped in this process, or
- * "lib: none". */
-static void print_mapped_library(void)
-{
-    char line[4096];
-    FILE *maps = fopen("/proc/self/maps", "r");
-    if (maps != NULL) {
-        while (fgets(line, sizeof line, maps) != NULL) {
-            char *path = strchr(line, '/');
-            if (path != NULL && strstr(path, "/libfastalloc.so") != NULL) {
-                fclose(maps);
-                printf("lib: %s", path); /* the line ends in '\n' */
-                return;
-            }
-        }
-        fclose(maps);
-    }
-    printf("lib: none\n");
-}
+#include "mapped.h"
 
 int main(int argc, char **argv)
 {

@@ -10,24 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int print_mapped_library(void)
-{
-    char line[4096];
-    FILE *maps = fopen("/proc/self/maps", "r");
-    if (maps != NULL) {
-        while (fgets(line, sizeof line, maps) != NULL) {
-            char *path = strchr(line, '/');
-            if (path != NULL && strstr(path, "/libfastalloc.so") != NULL) {
-                fclose(maps);
-                printf("lib: %s", path);
-                return 1;
-            }
-        }
-        fclose(maps);
-    }
-    printf("lib: none\n");
-    return 0;
-}
+#include "mapped.h"
 
 int main(int argc, char **argv)
 {
