@@ -16,9 +16,15 @@
  *     are mmap'd, so the only malloc/free calls are the measured ones.
  *   - RSS is read with open/read on a stack buffer (no stdio, no malloc),
  *     so sampling it does not call the allocator; from the kernel's
- *     counters (common.h, RSS_COUNTERS), a few microseconds a read.
+ *     counters (common.h, RSS_COUNTERS), a few microseconds a read.  A read
+ *     that fails ends the program (exit 2): a missing value must not pass
+ *     for a small one.
  *   - Output: one JSON line on stdout, with "allocator" (who served malloc,
- *     see bench_detect_allocator) and "valid": true.
+ *     see bench_detect_allocator) and "checked": what the program verified,
+ *     counted where the checks are done (struct bench_checked), so that
+ *     run.py can compare the counts with the work it asked for.  A check
+ *     that fails exits 3 before anything is printed; a program that printed
+ *     a fixed "valid": true would say nothing about what it checked.
  */
 #ifndef FA_BENCH_COMMON_H
 #define FA_BENCH_COMMON_H
@@ -29,6 +35,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -113,14 +120,18 @@ __attribute__((unused)) static void bench_unmap(void *p, size_t bytes)
         munmap(p, bytes ? bytes : 1);
 }
 
-/* RSS of this process in KiB (-1 when it cannot be read), read without
- * malloc by common.h's reader, from the kernel's counters: the exact
- * page-table walk the tests use would slow the runs that sample it every
- * 10 ms, and hold the lock their page faults need. */
+/* RSS of this process in KiB, read without malloc by common.h's reader,
+ * from the kernel's counters: the exact page-table walk the tests use would
+ * slow the runs that sample it every 10 ms, and hold the lock their page
+ * faults need.  A process always has pages resident, so 0 means the read
+ * failed: the program stops there (exit 2) rather than report a value that
+ * would pass for a tiny RSS. */
 __attribute__((unused)) static long bench_rss_kib(void)
 {
     size_t b = rss_read(RSS_COUNTERS);
-    return b == 0 ? -1 : (long)(b / 1024);
+    if (b == 0)
+        die(2, "cannot read the RSS from /proc/self/statm");
+    return (long)(b / 1024);
 }
 
 /* Who served malloc: fastalloc, mimalloc, tcmalloc, jemalloc, else glibc. */
@@ -214,6 +225,35 @@ __attribute__((unused)) static long bench_fill_bad(const unsigned char *p, size_
     return -1;
 }
 
+/* ---- what a program checked: the "checked" object of its output.  The
+ * counts are kept where the checks are done (a check that fails exits 3, so
+ * a count is the number of checks that passed), per thread, and summed at
+ * the end; run.py compares them with the work it asked the program to do. */
+struct bench_checked {
+    uint64_t blocks; /* blocks checked right before their free (stamps at least) */
+    uint64_t full;   /* of these, blocks checked in every byte */
+    uint64_t bytes;  /* bytes compared by those full checks */
+};
+
+static inline void bench_checked_add(struct bench_checked *sum, const struct bench_checked *c)
+{
+    sum->blocks += c->blocks;
+    sum->full += c->full;
+    sum->bytes += c->bytes;
+}
+
+/* One fully checked block of n bytes: call after its check passed. */
+static inline void bench_checked_full(struct bench_checked *c, size_t n)
+{
+    c->full++;
+    c->bytes += n;
+}
+
+/* The "checked" member of the output line, with fields more in extra ("" or
+ * ", \"name\": value..."); the printf format and its arguments. */
+#define BENCH_CHECKED_FMT "\"checked\": {\"blocks\": %" PRIu64 ", \"full\": %" PRIu64 ", \"bytes\": %" PRIu64 "%s}"
+#define BENCH_CHECKED_ARGS(c, extra) (c).blocks, (c).full, (c).bytes, (extra)
+
 /* A block marked when allocated and checked right before its free: filled
  * entirely when full (every so many blocks, to catch overlaps that miss the
  * stamps), else only stamped (cheap enough for every block). */
@@ -226,19 +266,26 @@ static inline void bench_mark(unsigned char *p, size_t n, uint64_t tag, int full
 }
 
 /* -1 when the block still holds what bench_mark(p, n, tag, full) wrote, else
- * the index of a wrong byte (0 for a wrong stamp). */
-static inline long bench_check(const unsigned char *p, size_t n, uint64_t tag, int full)
+ * the index of a wrong byte (0 for a wrong stamp).  A block that passes is
+ * counted in *c. */
+static inline long bench_check(const unsigned char *p, size_t n, uint64_t tag, int full,
+                               struct bench_checked *c)
 {
-    if (full)
-        return bench_fill_bad(p, n, tag);
-    return bench_stamp_ok(p, n, tag) ? -1 : 0;
+    long bad = full ? bench_fill_bad(p, n, tag) : bench_stamp_ok(p, n, tag) ? -1 : 0;
+    if (bad < 0) {
+        c->blocks++;
+        if (full)
+            bench_checked_full(c, n);
+    }
+    return bad;
 }
 
-/* Checks a block of thread id as bench_check does, then frees it; exit 3
- * when it was overwritten. */
-static inline void bench_check_free(int id, unsigned char *p, size_t n, uint64_t tag, int full)
+/* Checks a block of thread id as bench_check does (counted in *c), then
+ * frees it; exit 3 when it was overwritten. */
+static inline void bench_check_free(int id, unsigned char *p, size_t n, uint64_t tag, int full,
+                                    struct bench_checked *c)
 {
-    long bad = bench_check(p, n, tag, full);
+    long bad = bench_check(p, n, tag, full, c);
     if (bad >= 0)
         BENCH_FAIL("thread %d: block %p (%zu bytes) was overwritten while live (byte %ld)", id, (void *)p,
                    n, bad);

@@ -17,8 +17,21 @@
  *         window  a ring of --live blocks: free the oldest, malloc a new one
  *         pool    fa_pool_get + fa_pool_put on a pool of --size-byte objects
  *                 (fastalloc only; found with dlsym)
- * Prints one JSON line (allocator, valid) when done; the counts come from
- * callgrind's output file.
+ *
+ * The counted loop checks what it gets, so that a broken allocator cannot
+ * look cheap: every pointer is compared with NULL (exit 3), and every block
+ * gets a tag (tag i for the i-th allocation of measure(), counting the
+ * window's initial blocks as 0..live-1) written into its first word and
+ * read back: at once (reuse, pool), or right before its free (window, where
+ * a block handed out twice while live has lost its tag by then).  The sum
+ * of the tags read back is the checksum; icount compares it with the sum of
+ * the tags it wrote (exit 3) and prints it, and run.py computes it again
+ * from n and the size.  These checks are measure()'s own instructions,
+ * which the allocator's count leaves out.
+ *
+ * Prints one JSON line when done, with "checked": pairs (n), checksum, and
+ * the warm-up's and the final drain's checks (blocks, full, bytes); the
+ * instruction counts come from callgrind's output file.
  */
 #include "bench_common.h"
 
@@ -35,8 +48,15 @@ static int mode = MODE_REUSE;
 static size_t size = 64;
 static long live = 64;
 static fa_pool *pool;
-static void **ring;
-static void *volatile sink;
+static uint64_t **ring;
+static struct bench_checked chk; /* the warm-up's and the drain's checks */
+
+/* The tag of measure()'s i-th allocation (run.py computes the checksum of n
+ * of them from the same formula). */
+static uint64_t mtag_base(void)
+{
+    return mix64(0x1c0u ^ size);
+}
 
 /* Uncounted warm-up: every block filled and checked. */
 static void warm(long n)
@@ -49,21 +69,28 @@ static void warm(long n)
             if (ring[i] == NULL)
                 BENCH_FAIL("malloc(%zu) returned NULL", size);
             tags[i] = bench_tag(base, (uint64_t)i);
-            bench_fill(ring[i], size, tags[i]);
+            bench_fill((unsigned char *)ring[i], size, tags[i]);
         }
         for (long i = 0, k = 0; i < n; i++) {
-            if (bench_fill_bad(ring[k], size, tags[k]) >= 0)
-                BENCH_FAIL("block %p of %zu bytes was overwritten while live", ring[k], size);
+            if (bench_fill_bad((unsigned char *)ring[k], size, tags[k]) >= 0)
+                BENCH_FAIL("block %p of %zu bytes was overwritten while live", (void *)ring[k], size);
+            bench_checked_full(&chk, size);
+            chk.blocks++;
             free(ring[k]);
             ring[k] = malloc(size);
             if (ring[k] == NULL)
                 BENCH_FAIL("malloc(%zu) returned NULL", size);
             tags[k] = bench_tag(base, (uint64_t)(i + live));
-            bench_fill(ring[k], size, tags[k]);
+            bench_fill((unsigned char *)ring[k], size, tags[k]);
             if (++k == live)
                 k = 0;
         }
-        return; /* the ring stays full for measure() */
+        /* The ring stays full for measure().  Its step k (k < live) frees
+         * slot k and reads the tag of its allocation k there. */
+        for (long k = 0; k < live; k++)
+            ring[k][0] = bench_tag(mtag_base(), (uint64_t)k);
+        bench_unmap(tags, (size_t)live * sizeof *tags);
+        return;
     }
     /* reuse and pool: a few live at once, so that overlaps show */
     unsigned char *held[8];
@@ -77,6 +104,8 @@ static void warm(long n)
         for (int j = 0; j < 8; j++) {
             if (bench_fill_bad(held[j], size, bench_tag(base, (uint64_t)(i * 8 + j))) >= 0)
                 BENCH_FAIL("block %p of %zu bytes was overwritten while live", (void *)held[j], size);
+            bench_checked_full(&chk, size);
+            chk.blocks++;
             if (mode == MODE_POOL)
                 pool_put(pool, held[j]);
             else
@@ -86,30 +115,55 @@ static void warm(long n)
     }
 }
 
-/* Counted.  Global and noinline: callgrind toggles on its name. */
-__attribute__((noinline)) void measure(long n);
-__attribute__((noinline)) void measure(long n)
+/* Counted.  Global and noinline: callgrind toggles on its name.  Returns
+ * the checksum: the sum of the tags read back.  The volatile accesses keep
+ * the write and the read in the loop (without them the compiler may pass
+ * the tag on in a register). */
+__attribute__((noinline)) uint64_t measure(long n);
+__attribute__((noinline)) uint64_t measure(long n)
 {
+    const uint64_t step = 0x9e3779b97f4a7c16ull; /* bench_tag's */
+    uint64_t sum = 0;
     if (mode == MODE_REUSE) {
+        uint64_t tag = bench_tag(mtag_base(), 0);
         for (long i = 0; i < n; i++) {
-            sink = malloc(size);
-            free(sink);
+            uint64_t *p = malloc(size);
+            if (p == NULL)
+                BENCH_FAIL("measure: malloc(%zu) returned NULL at pair %ld", size, i);
+            *(volatile uint64_t *)p = tag;
+            sum += *(volatile uint64_t *)p;
+            free(p);
+            tag += step;
         }
     } else if (mode == MODE_WINDOW) {
-        void **r = ring;
+        uint64_t **r = ring;
+        uint64_t tag = bench_tag(mtag_base(), (uint64_t)live); /* the first new block's */
         for (long i = 0, k = 0; i < n; i++) {
+            sum += r[k][0]; /* tag i, unless another allocation got this block too */
             free(r[k]);
-            r[k] = malloc(size);
+            uint64_t *p = malloc(size);
+            if (p == NULL)
+                BENCH_FAIL("measure: malloc(%zu) returned NULL at pair %ld", size, i);
+            p[0] = tag;
+            r[k] = p;
+            tag += step;
             if (++k == live)
                 k = 0;
         }
     } else {
         fa_pool *pl = pool;
+        uint64_t tag = bench_tag(mtag_base(), 0);
         for (long i = 0; i < n; i++) {
-            sink = pool_get(pl);
-            pool_put(pl, sink);
+            uint64_t *p = pool_get(pl);
+            if (p == NULL)
+                BENCH_FAIL("measure: fa_pool_get returned NULL at pair %ld", i);
+            *(volatile uint64_t *)p = tag;
+            sum += *(volatile uint64_t *)p;
+            pool_put(pl, p);
+            tag += step;
         }
     }
+    return sum;
 }
 
 static const char help[] =
@@ -151,13 +205,29 @@ int main(int argc, char **argv)
         ring = bench_map((size_t)live * sizeof *ring, 1);
     const char *allocator = bench_detect_allocator();
     warm(nwarm);
-    measure(n);
-    if (mode == MODE_WINDOW)
-        for (long i = 0; i < live; i++)
-            free(ring[i]);
+    const uint64_t checksum = measure(n);
+    /* The tags measure() read back are those of allocations 0..n-1. */
+    uint64_t expect = 0;
+    for (long i = 0; i < n; i++)
+        expect += bench_tag(mtag_base(), (uint64_t)i);
+    if (checksum != expect)
+        BENCH_FAIL("measure: checksum %" PRIu64 " of the tags read back, expected %" PRIu64
+                   " (a block was not written, or handed out twice)", checksum, expect);
+    if (mode == MODE_WINDOW) {
+        /* The ring now holds allocations n..n+live-1, allocation m in slot m % live. */
+        for (long m = n; m < n + live; m++) {
+            uint64_t *p = ring[m % live];
+            if (p[0] != bench_tag(mtag_base(), (uint64_t)m))
+                BENCH_FAIL("block %p of %zu bytes was overwritten while live", (void *)p, size);
+            chk.blocks++;
+            free(p);
+        }
+    }
+    char extra[96];
+    snprintf(extra, sizeof extra, ", \"pairs\": %ld, \"checksum\": %" PRIu64, n, checksum);
     printf("{\"bench\": \"icount\", \"mode\": \"%s\", \"size\": %zu, \"live\": %ld, \"n\": %ld, "
-           "\"allocator\": \"%s\", \"valid\": true}\n",
+           "\"allocator\": \"%s\", " BENCH_CHECKED_FMT "}\n",
            mode == MODE_REUSE ? "reuse" : mode == MODE_WINDOW ? "window" : "pool", size,
-           mode == MODE_WINDOW ? live : 0L, n, allocator);
+           mode == MODE_WINDOW ? live : 0L, n, allocator, BENCH_CHECKED_ARGS(chk, extra));
     return 0;
 }

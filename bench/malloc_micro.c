@@ -22,6 +22,9 @@
  * --order seq cycles through them in ascending order.
  *
  * Output: one JSON line on stdout.  "ops" are malloc+free pairs;
+ *   checked     = blocks checked before their free (every one: warm-up,
+ *                 timed pairs, and the window's fill), full = those checked
+ *                 in every byte, bytes = the bytes those full checks read
  *   ns_per_pair = elapsed_s * threads / total_ops  (time one thread spends
  *                                                    per pair, in ns)
  *   ops_per_s   = total_ops / elapsed_s             (pairs per second, all
@@ -69,7 +72,8 @@ struct worker {
     struct slot *ring; /* mmap'd: the harness's own memory stays out of the allocator */
     size_t ring_bytes;
     long ring_pos;
-    struct bench_span span; /* this thread's timed phase */
+    struct bench_checked chk; /* what this thread checked */
+    struct bench_span span;   /* this thread's timed phase */
 } __attribute__((aligned(128)));
 
 #define MAX_THREADS 1024
@@ -117,8 +121,11 @@ static __attribute__((noinline)) void check_fill(struct worker *w, const unsigne
             "(byte %ld is %02x, expected %02x)", w->id, (const void *)p, n, i, p[i], bench_fill_byte(tag));
 }
 
+/* Counts the block in *c once its check passed.  c points at a local of
+ * the caller's loop: a counter in *w would be stored to memory around
+ * every malloc and free. */
 static inline __attribute__((always_inline)) void
-check_free(struct worker *w, unsigned char *p, size_t n, uint64_t tag, int full)
+check_free(struct worker *w, unsigned char *p, size_t n, uint64_t tag, int full, struct bench_checked *c)
 {
     uint64_t head, tail;
     /* Make the compiler really reload the stamps (and not fold the
@@ -130,8 +137,11 @@ check_free(struct worker *w, unsigned char *p, size_t n, uint64_t tag, int full)
         BENCH_FAIL("thread %d: block %p of %zu bytes was overwritten "
             "while live (head %016" PRIx64 " expected %016" PRIx64 ", tail %016" PRIx64 " expected %016" PRIx64 ")",
             w->id, (void *)p, n, head, tag, tail, ~tag);
-    if (full)
+    c->blocks++;
+    if (full) {
         check_fill(w, p, n, tag);
+        bench_checked_full(c, n);
+    }
     free(p);
 }
 
@@ -145,13 +155,14 @@ static inline __attribute__((always_inline)) void run_pairs_impl(struct worker *
     unsigned seq_pos = w->seq_pos;
     uint64_t tag = bench_tag(w->tag_base, w->step);
     const uint64_t tag_step = 0x9e3779b97f4a7c16ull; /* even: tags stay odd, never 0 */
+    struct bench_checked chk = w->chk;
     if (cfg.mode == MODE_REUSE) {
         for (uint64_t i = 0; i < count; i++) {
             size_t n = seq[seq_pos];
             if (++seq_pos == seq_n)
                 seq_pos = 0;
             unsigned char *p = alloc_stamped(w, n, tag, full);
-            check_free(w, p, n, tag, full);
+            check_free(w, p, n, tag, full, &chk);
             tag += tag_step;
         }
     } else {
@@ -160,7 +171,7 @@ static inline __attribute__((always_inline)) void run_pairs_impl(struct worker *
         for (uint64_t i = 0; i < count; i++) {
             struct slot *s = &ring[pos];
             /* A block from the fill or warm-up phase is fully checked. */
-            check_free(w, s->p, s->n, s->tag, full || s->full);
+            check_free(w, s->p, s->n, s->tag, full || s->full, &chk);
             size_t n = seq[seq_pos];
             if (++seq_pos == seq_n)
                 seq_pos = 0;
@@ -176,6 +187,7 @@ static inline __attribute__((always_inline)) void run_pairs_impl(struct worker *
     }
     w->seq_pos = seq_pos;
     w->step += count;
+    w->chk = chk;
 }
 
 /* Timed: stamps only. */
@@ -217,7 +229,7 @@ static void worker_drain(struct worker *w)
 {
     if (cfg.mode == MODE_WINDOW) {
         for (long i = 0; i < cfg.live; i++)
-            check_free(w, w->ring[i].p, w->ring[i].n, w->ring[i].tag, w->ring[i].full);
+            check_free(w, w->ring[i].p, w->ring[i].n, w->ring[i].tag, w->ring[i].full, &w->chk);
         munmap(w->ring, w->ring_bytes);
         w->ring = NULL;
     }
@@ -362,6 +374,9 @@ int main(int argc, char **argv)
         pthread_barrier_destroy(&start_barrier);
     }
     free(size_seq);
+    struct bench_checked chk = {0};
+    for (int i = 0; i < cfg.threads; i++)
+        bench_checked_add(&chk, &ws[i].chk);
 
     double elapsed = t1 - t0;
     uint64_t total = cfg.ops * (uint64_t)cfg.threads;
@@ -369,10 +384,11 @@ int main(int argc, char **argv)
         elapsed = 1e-9;
     printf("{\"bench\": \"malloc_micro\", \"mode\": \"%s\", \"sizes\": \"%s\", \"order\": \"%s\", "
            "\"live\": %ld, \"threads\": %d, \"ops_per_thread\": %" PRIu64 ", \"total_ops\": %" PRIu64 ", "
-           "\"elapsed_s\": %.6f, \"ns_per_pair\": %.3f, \"ops_per_s\": %.1f, \"allocator\": \"%s\", "
-           "\"valid\": true}\n",
+           "\"warmup_per_thread\": %" PRIu64 ", \"elapsed_s\": %.6f, \"ns_per_pair\": %.3f, \"ops_per_s\": %.1f, "
+           "\"allocator\": \"%s\", " BENCH_CHECKED_FMT "}\n",
            cfg.mode == MODE_REUSE ? "reuse" : "window", cfg.sizes_spec, cfg.shuffle ? "shuffle" : "seq",
-           cfg.mode == MODE_WINDOW ? cfg.live : 0L, cfg.threads, cfg.ops, total, elapsed,
-           elapsed * 1e9 * cfg.threads / (double)total, (double)total / elapsed, allocator);
+           cfg.mode == MODE_WINDOW ? cfg.live : 0L, cfg.threads, cfg.ops, total, cfg.warmup, elapsed,
+           elapsed * 1e9 * cfg.threads / (double)total, (double)total / elapsed, allocator,
+           BENCH_CHECKED_ARGS(chk, ""));
     return 0;
 }

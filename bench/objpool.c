@@ -26,6 +26,12 @@
  * too, and all its words are filled with a pattern; the whole pattern is
  * checked before the free phase and the tag again right before each free.
  * Objects handed out twice, overlapping or too short fail with exit 3.
+ * "checked" in the output counts them: blocks (objects checked right before
+ * their free), full and bytes (objects whose every word was checked between
+ * the phases); threads x objects x rounds each (rss mode: 2 rounds).
+ *
+ * RSS (rss mode) is read from the kernel's counters; a read that fails ends
+ * the program (exit 2), so that no missing value can pass a bound.
  *
  * The pointer arrays are mmap'd and faulted in before the baseline reading.
  */
@@ -61,7 +67,8 @@ struct worker {
     size_t ptr_bytes;
     uint64_t rng;
     uint64_t tag_base;
-    struct bench_span span; /* this thread's current phase */
+    struct bench_checked chk; /* what this thread checked */
+    struct bench_span span;   /* this thread's current phase */
 } __attribute__((aligned(128)));
 
 static struct worker *workers;
@@ -103,14 +110,17 @@ static void phase_free(struct worker *w, uint64_t round)
 {
     uint64_t **ptrs = w->ptrs;
     const size_t n = cfg.objects;
+    uint64_t checked = 0; /* a local: a counter in *w would go to memory around every call */
     for (size_t i = 0; i < n; i++) {
         uint64_t *p = ptrs[i];
         /* the pattern of phase_check: word 0 is the tag, known from word 1 */
         if (p[0] != (p[1] ^ 0x5555555555555555ull))
             BENCH_FAIL("thread %d round %" PRIu64 ": object %p was overwritten while live",
                        w->id, round, (void *)p);
+        checked++;
         put_obj(p);
     }
+    w->chk.blocks += checked;
 }
 
 /* Untimed: checks the tags written by phase_alloc (their index is the
@@ -136,6 +146,7 @@ static void phase_check_fill(struct worker *w, uint64_t round)
             if (p[k] != (tag ^ (0x5555555555555555ull * k)))
                 BENCH_FAIL("thread %d round %" PRIu64 ": object %p word %zu was overwritten while live",
                            w->id, round, (void *)p, k);
+        bench_checked_full(&w->chk, cfg.size);
     }
 }
 
@@ -276,14 +287,19 @@ int main(int argc, char **argv)
     BENCH_JOIN(workers, cfg.threads, th);
     double total = now_s() - t0;
     pthread_barrier_destroy(&bar);
+    struct bench_checked chk = {0};
+    for (int i = 0; i < cfg.threads; i++)
+        bench_checked_add(&chk, &workers[i].chk);
 
     if (cfg.mode == MODE_SHUFFLE) {
         double pairs = (double)cfg.threads * (double)cfg.objects * (double)cfg.rounds;
         printf("{\"bench\": \"objpool\", \"mode\": \"shuffle\", \"api\": \"%s\", \"threads\": %d, "
                "\"objects\": %zu, \"size\": %zu, \"rounds\": %" PRIu64 ", \"alloc_free_ms\": %.3f, "
-               "\"alloc_ms\": %.3f, \"free_ms\": %.3f, \"total_ms\": %.3f, \"ns_per_pair\": %.3f, \"allocator\": \"%s\", \"valid\": true}\n",
+               "\"alloc_ms\": %.3f, \"free_ms\": %.3f, \"total_ms\": %.3f, \"ns_per_pair\": %.3f, \"allocator\": \"%s\", "
+               BENCH_CHECKED_FMT "}\n",
                cfg.use_pool ? "pool" : "malloc", cfg.threads, cfg.objects, cfg.size, cfg.rounds,
-               alloc_free_s * 1e3, phase_s[0] * 1e3, phase_s[1] * 1e3, total * 1e3, alloc_free_s * 1e9 * cfg.threads / pairs, allocator);
+               alloc_free_s * 1e3, phase_s[0] * 1e3, phase_s[1] * 1e3, total * 1e3, alloc_free_s * 1e9 * cfg.threads / pairs, allocator,
+               BENCH_CHECKED_ARGS(chk, ""));
     } else {
         after_exit = bench_rss_kib();
         if (cfg.use_pool) {
@@ -294,10 +310,10 @@ int main(int argc, char **argv)
                "\"objects\": %zu, \"size\": %zu, \"ptr_array_bytes\": %zu, \"base_kib\": %ld, "
                "\"live1_kib\": %ld, \"freed1_kib\": %ld, \"live2_kib\": %ld, \"freed2_kib\": %ld, "
                "\"exit_kib\": %ld, \"trim_kib\": %ld, \"live1_mib\": %.2f, \"allocator\": \"%s\", "
-               "\"valid\": true}\n",
+               BENCH_CHECKED_FMT "}\n",
                cfg.use_pool ? "pool" : "malloc", cfg.threads, cfg.objects, cfg.size,
                ptr_bytes * (size_t)cfg.threads, base, live[0], freed[0], live[1], freed[1],
-               after_exit, after_trim, (double)live[0] / 1024.0, allocator);
+               after_exit, after_trim, (double)live[0] / 1024.0, allocator, BENCH_CHECKED_ARGS(chk, ""));
     }
     return 0;
 }

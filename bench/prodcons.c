@@ -12,7 +12,9 @@
  * producer's random generator with the same seed), so it checks that objects
  * arrive in order, with the tag in the first word and its complement in the
  * last 8 bytes; every 16th object is filled entirely and checked entirely.
- * Any mismatch exits 3.
+ * Any mismatch exits 3.  "checked" in the output counts the objects the
+ * consumers checked (blocks: pairs x ops) and those checked entirely (full,
+ * with their bytes).
  *
  * Output: ops_per_s = objects passed (allocated, handed over and freed) per
  * second, all pairs together; elapsed_s from the first producer's start to
@@ -31,7 +33,8 @@ struct ring {
     int id;
     uint64_t seed;
     pthread_t prod, cons;
-    struct bench_span span; /* first object made .. last one freed */
+    struct bench_checked chk; /* what the consumer checked */
+    struct bench_span span;   /* first object made .. last one freed */
 };
 
 static struct {
@@ -84,6 +87,7 @@ static void *consumer(void *arg)
     uint64_t rng = r->seed; /* the producer's sizes, in the same order */
     const uint64_t base = mix64(r->seed ^ 0xabcdef);
     unsigned long tail = 0;
+    struct bench_checked chk = {0}; /* a local, kept in registers; into *r at the end */
     pthread_barrier_wait(&start_bar);
     for (uint64_t i = 0; i < cfg.ops; i++) {
         size_t n = rng_range(&rng, cfg.min, cfg.max);
@@ -93,13 +97,14 @@ static void *consumer(void *arg)
             wait_a_little(&spins);
         unsigned char *p = r->slot[tail & r->mask];
         __atomic_store_n(&r->tail, ++tail, __ATOMIC_RELEASE);
-        long bad = bench_check(p, n, tag, i % FULL_EVERY == 0);
+        long bad = bench_check(p, n, tag, i % FULL_EVERY == 0, &chk);
         if (bad >= 0)
             BENCH_FAIL("consumer %d: object %" PRIu64 " (%p, %zu bytes) is corrupt at byte %ld",
                        r->id, i, (void *)p, n, bad);
         free(p);
     }
     r->span.end = now_s();
+    r->chk = chk;
     return NULL;
 }
 
@@ -146,10 +151,14 @@ int main(int argc, char **argv)
     struct bench_span all = BENCH_SPAN(rings, cfg.pairs, span);
     double elapsed = all.end - all.start;
     uint64_t total = cfg.ops * (uint64_t)cfg.pairs;
+    struct bench_checked chk = {0};
+    for (int i = 0; i < cfg.pairs; i++)
+        bench_checked_add(&chk, &rings[i].chk);
     printf("{\"bench\": \"prodcons\", \"pairs\": %d, \"ops_per_producer\": %" PRIu64 ", "
            "\"min\": %zu, \"max\": %zu, \"ring\": %zu, \"total_ops\": %" PRIu64 ", "
-           "\"elapsed_s\": %.6f, \"ops_per_s\": %.1f, \"allocator\": \"%s\", \"valid\": true}\n",
+           "\"elapsed_s\": %.6f, \"ops_per_s\": %.1f, \"allocator\": \"%s\", "
+           BENCH_CHECKED_FMT "}\n",
            cfg.pairs, cfg.ops, cfg.min, cfg.max, cfg.ring, total, elapsed, (double)total / elapsed,
-           allocator);
+           allocator, BENCH_CHECKED_ARGS(chk, ""));
     return 0;
 }

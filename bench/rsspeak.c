@@ -18,7 +18,9 @@
  *
  * Validation: every block is stamped (tag at the start, complement at the
  * end) and every 64th block filled entirely; all are checked before their
- * free.  Exit 3 on a mismatch.
+ * free.  Exit 3 on a mismatch.  "checked" in the output counts them (blocks:
+ * all of them; full and bytes: the filled ones).  A RSS read that fails
+ * ends the program (exit 2).
  */
 #include "bench_common.h"
 
@@ -32,6 +34,7 @@ struct worker {
     size_t cap, count;
     size_t map_ptrs, map_sizes;
     uint64_t rng, tag_base;
+    struct bench_checked chk;
 } __attribute__((aligned(128)));
 
 static struct {
@@ -67,8 +70,11 @@ static void *worker_main(void *arg)
     }
     pthread_barrier_wait(&bar); /* all live: main reads the peak */
     pthread_barrier_wait(&bar); /* go: free */
+    struct bench_checked chk = {0}; /* a local; into *w at the end */
     for (size_t i = 0; i < w->count; i++)
-        bench_check_free(w->id, w->ptrs[i], w->sizes[i], bench_tag(w->tag_base, i), i % FULL_EVERY == 0);
+        bench_check_free(w->id, w->ptrs[i], w->sizes[i], bench_tag(w->tag_base, i), i % FULL_EVERY == 0,
+                         &chk);
+    w->chk = chk;
     bench_unmap(w->ptrs, w->map_ptrs);
     bench_unmap(w->sizes, w->map_sizes);
     __atomic_fetch_add(&workers_done, 1, __ATOMIC_RELEASE);
@@ -161,6 +167,9 @@ int main(int argc, char **argv)
         }
     }
     pthread_barrier_destroy(&bar);
+    struct bench_checked chk = {0};
+    for (int i = 0; i < cfg.threads; i++)
+        bench_checked_add(&chk, &workers[i].chk);
 
     /* RSS at 1 s and at idle_s after the last free: the samples nearest to
      * those moments (on the grid that starts at the last free). */
@@ -186,6 +195,6 @@ int main(int argc, char **argv)
            rss_peak, rss_freed, rss_1s, rss_end, rss_peak / 1024.0, rss_1s / 1024.0, rss_end / 1024.0,
            t_free);
     bench_print_samples(&samples);
-    printf("], \"allocator\": \"%s\", \"valid\": true}\n", allocator);
+    printf("], \"allocator\": \"%s\", " BENCH_CHECKED_FMT "}\n", allocator, BENCH_CHECKED_ARGS(chk, ""));
     return 0;
 }

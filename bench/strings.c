@@ -27,7 +27,10 @@
  *
  * Output (one JSON line): elapsed_s of the timed rounds, ns_per_buffer
  * (malloc + zero + free of one buffer), s_per_1000_rounds (the seed's unit,
- * scaled to 10,000 buffers).
+ * scaled to 10,000 buffers), and "checked": buffers whose stamps were
+ * checked before the free (blocks; full and bytes: the warm-up's, checked
+ * in every byte) and buffers found zero after the zero fill (zeroed): each
+ * (rounds + 1) x buffers when every round ran.
  */
 #include "bench_common.h"
 
@@ -74,6 +77,8 @@ int main(int argc, char **argv)
     const uint64_t base = mix64(0x5eed0000u + size);
     const size_t words = size / 8;
     double t0 = 0;
+    struct bench_checked chk = {0};
+    uint64_t zeroed = 0; /* buffers found zero after the zero fill */
 
     for (uint64_t r = 0; r <= rounds; r++) {
         const int warm = r == 0;
@@ -99,6 +104,7 @@ int main(int argc, char **argv)
                 for (size_t i = 0; i < size; i++)
                     if (p[i] != 0)
                         BENCH_FAIL("buffer %p: byte %zu is %02x after the zero fill", (void *)p, i, p[i]);
+                zeroed++;
                 bench_fill(p, size, tag);
             } else {
                 /* first, last and one rotating word must be zero */
@@ -109,6 +115,7 @@ int main(int argc, char **argv)
                 memcpy(&c, p + 8 * k, 8);
                 if ((a | b | c) != 0)
                     BENCH_FAIL("buffer %p of %zu bytes is not zero after the zero fill", (void *)p, size);
+                zeroed++;
                 memcpy(p + 8 * k, &tag, 8); /* dirty it for the next user */
                 bench_stamp(p, size, tag);
             }
@@ -122,9 +129,11 @@ int main(int argc, char **argv)
                 if (bad >= 0)
                     BENCH_FAIL("buffer %p of %zu bytes was overwritten while live (byte %ld)",
                                (void *)p, size, bad);
+                bench_checked_full(&chk, size);
             } else if (!bench_stamp_ok(p, size, tag)) {
                 BENCH_FAIL("buffer %p of %zu bytes was overwritten while live", (void *)p, size);
             }
+            chk.blocks++;
             if (sized)
                 free_sized(p, size);
             else
@@ -133,10 +142,12 @@ int main(int argc, char **argv)
     }
     double elapsed = now_s() - t0;
     double per = elapsed * 1e9 / ((double)rounds * (double)nbuf);
+    char extra[64];
+    snprintf(extra, sizeof extra, ", \"zeroed\": %" PRIu64, zeroed);
     printf("{\"bench\": \"strings\", \"buffers\": %zu, \"size\": %zu, \"rounds\": %" PRIu64 ", "
            "\"zero\": \"%s\", \"free\": \"%s\", \"elapsed_s\": %.6f, \"ns_per_buffer\": %.3f, "
-           "\"s_per_1000_rounds\": %.4f, \"allocator\": \"%s\", \"valid\": true}\n",
+           "\"s_per_1000_rounds\": %.4f, \"allocator\": \"%s\", " BENCH_CHECKED_FMT "}\n",
            nbuf, size, rounds, use_calloc ? "calloc" : "memset", sized ? "sized" : "plain", elapsed,
-           per, per * 1e-9 * 1000 * 10000, allocator);
+           per, per * 1e-9 * 1000 * 10000, allocator, BENCH_CHECKED_ARGS(chk, extra));
     return 0;
 }

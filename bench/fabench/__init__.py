@@ -7,6 +7,8 @@ library only).
     programs    building and finding the benchmark programs, runwrap, valgrind
     runner      one program run under LD_PRELOAD, its checks, and the whole
                 suite in alternation
+    verify      what each program must report it checked ("checked"), for
+                its command line
     stats       medians, ratios, and how numbers are written
     tables      the result tables (terminal and Markdown layout)
     checks      fa_pool's targets, the objpool-rss checks, the summary lines

@@ -50,6 +50,12 @@ def ensure_built(build: Path, targets: list[str]) -> None:
         raise SetupError("building the benchmarks failed")
 
 
+def is_ours(binary: str) -> bool:
+    """A program built by bench/CMakeLists.txt (the others are absolute
+    paths or found on PATH)."""
+    return (BENCH_DIR / f"{binary}.c").exists() or binary in EXTRA_TARGETS
+
+
 def resolve_binary(build: Path, name: str) -> str | None:
     if os.path.isabs(name):
         return name if os.access(name, os.X_OK) else None
@@ -77,8 +83,7 @@ def prepare_programs(plan: Plan) -> Programs:
     if not valgrind:
         plan.workloads = [w for w in plan.workloads if w.kind != "callgrind"]
     # Programs of ours: built by bench/CMakeLists.txt (others: absolute or on PATH).
-    ours = sorted({w.binary for w in plan.workloads
-                   if (BENCH_DIR / f"{w.binary}.c").exists() or w.binary in EXTRA_TARGETS} | {"runwrap"})
+    ours = sorted({w.binary for w in plan.workloads if is_ours(w.binary)} | {"runwrap"})
     ensure_built(plan.build, ours)
     binaries = {}
     for w in plan.workloads:

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .allocators import Allocator
-from .programs import Programs
+from .programs import Programs, is_ours
 from .stats import fmt_clock, fmt_num, fmt_rss
+from .verify import check_report
 from .workloads import Plan, Workload, row_name
 
 
@@ -126,17 +127,20 @@ class RunFailed(Exception):
     """Why a run failed: the first check it did not pass (RunResult.error)."""
 
 
-def check_verdict(data: dict, stdout: str, alloc: Allocator) -> None:
-    """The program must say its blocks were valid, and that malloc was served
-    by the allocator we preloaded (a preload that did not take would measure
-    glibc under another name)."""
-    if data.get("valid") is not True:
-        if data.get("valid") is False:
-            raise RunFailed("program reported valid=false")
+def check_verdict(w: Workload, argv: list[str], data: dict, stdout: str, alloc: Allocator) -> None:
+    """The program must report what it checked, in counts that match the
+    work it was asked to do (verify.py), and that malloc was served by the
+    allocator we preloaded (a preload that did not take would measure glibc
+    under another name).  argv: the program's arguments."""
+    if not data and is_ours(w.binary):
         if any(l.lstrip().startswith("{") for l in stdout.splitlines()):
             bad = next(l for l in reversed(stdout.splitlines()) if l.lstrip().startswith("{"))
             raise RunFailed(f"result line is not valid JSON: {bad.strip()[:160]}")
-        raise RunFailed("no result line with \"valid\": true in the program's output")
+        raise RunFailed("no result line in the program's output")
+    problems = check_report(w.binary, is_ours(w.binary), argv, data)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise RunFailed(f"check report: {problems[0]}{more}")
     if alloc.expect and "allocator" in data and data["allocator"] != alloc.expect:
         raise RunFailed(f"wrong allocator: malloc was served by {data['allocator']}, "
                         f"expected {alloc.expect} (preload ineffective?)")
@@ -208,7 +212,7 @@ class Runner:
         if "cannot be preloaded" in stderr:
             raise RunFailed("LD_PRELOAD did not take (ld.so: cannot be preloaded)")
         res.output = data = parse_output(done.stdout)
-        check_verdict(data, done.stdout, alloc)
+        check_verdict(w, argv[1:], data, done.stdout, alloc)
         if w.kind == "callgrind":
             self._count_instructions(data)
         value = data.get(w.metric, measured.get(w.metric))

@@ -1,0 +1,271 @@
+"""What each benchmark program must report it checked.
+
+Every program of ours prints, in its output line, a "checked" object: the
+checks it did, counted where they are done (blocks checked before their free,
+blocks checked in every byte, the bytes those read, and a few counts of its
+own).  A failing check ends the program (exit 3), so the counts are checks
+that passed.  Here they are compared with the work run.py asked for (the
+program's command line): a program that skipped its checks, or did less work
+than it was asked to do (and so looks fast), fails its run.  The RSS values
+the RSS benchmarks print are checked too: a missing or impossible one must
+not pass for a small one.
+
+One function per program, EXPECT[program](opts, out) -> the problems found
+(empty: all good); opts are the command line's --name value pairs, out the
+program's output line.  A program built from bench/ without an entry here
+fails every run, so that a new program cannot go unchecked.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+MASK64 = (1 << 64) - 1
+TAG_STEP = 0x9E3779B97F4A7C16   # bench_tag's step (bench/bench_common.h)
+
+
+def count(text: str) -> int:
+    """A count in the programs' syntax (bench_count): 100000, 100k, 2M, 1.5G."""
+    s = str(text).strip()
+    mult = 1
+    if s and s[-1] in "kKmMgG":
+        mult = {"k": 1e3, "m": 1e6, "g": 1e9}[s[-1].lower()]
+        s = s[:-1]
+    return int(float(s) * mult + 0.5)
+
+
+def options(args: list[str]) -> dict[str, str]:
+    """--name value pairs of a program's command line (every option of ours
+    takes a value)."""
+    opts = {}
+    it = iter(args)
+    for a in it:
+        if a.startswith("--"):
+            opts[a[2:]] = next(it, "")
+    return opts
+
+
+def mix64(x: int) -> int:
+    """splitmix64's output function (tests/common.h)."""
+    x &= MASK64
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & MASK64
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & MASK64
+    x ^= x >> 31
+    return x
+
+
+class Report:
+    """The "checked" object of one output line, and the problems found in it."""
+
+    def __init__(self, out: dict):
+        self.out = out
+        c = out.get("checked")
+        self.checked = c if isinstance(c, dict) else {}
+        self.problems: list[str] = []
+
+    def get(self, key: str) -> int | None:
+        v = self.checked.get(key)
+        if isinstance(v, bool) or not isinstance(v, int):
+            self.problems.append(f"checked.{key} missing or not a count: {v!r}")
+            return None
+        return v
+
+    def equal(self, key: str, want: int, what: str) -> None:
+        v = self.get(key)
+        if v is not None and v != want:
+            self.problems.append(f"checked.{key} = {v}, expected {want} ({what})")
+
+    def between(self, key: str, lo: float, hi: float, what: str) -> None:
+        v = self.get(key)
+        if v is not None and not lo <= v <= hi:
+            self.problems.append(f"checked.{key} = {v}, expected {math.ceil(lo)}..{math.floor(hi)} ({what})")
+
+    def bytes_of_full(self, lo: int, hi: int) -> None:
+        """bytes: what the full checks read, each block lo..hi bytes."""
+        full = self.checked.get("full")
+        if isinstance(full, int):
+            self.between("bytes", lo * full, hi * full, f"{full} full checks of {lo}..{hi} B")
+
+    def rss(self, *keys: str, at_least_kib: float = 0.0) -> None:
+        """RSS values (KiB) that must have been read: a number above zero (a
+        process always has pages resident), and at least at_least_kib."""
+        for key in keys:
+            v = self.out.get(key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                self.problems.append(f"{key} = {v!r}: the RSS was not read")
+            elif v < at_least_kib:
+                self.problems.append(f"{key} = {v} KiB, below the {at_least_kib:.0f} KiB the program "
+                                     "wrote: the RSS read is wrong")
+
+
+def size_range(spec: str) -> tuple[int, int]:
+    """The smallest and largest size of a malloc_micro --sizes spec (64,
+    16-1024, 16-1024:8, 16,64,200)."""
+    body = spec.split(":", 1)[0]
+    sizes = [int(x) for x in body.replace("-", ",").split(",") if x.strip()]
+    return min(sizes), max(sizes)
+
+
+def expect_malloc_micro(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    t, ops = count(o.get("threads", 1)), count(o.get("ops", "1M"))
+    warm = count(o["warmup"]) if "warmup" in o else min(ops // 10, 200000)
+    live = count(o.get("live", 64)) if o.get("mode", "reuse") == "window" else 0
+    # Every free checks its block: the warm-up's, the timed ones, the window
+    # drained at the end; the warm-up's blocks and the window's first fill
+    # are checked in every byte.
+    r.equal("blocks", t * (warm + ops + live), f"{t} threads x ({warm} warm-up + {ops} pairs + {live} live)")
+    r.equal("full", t * (warm + live), f"{t} threads x ({warm} warm-up + {live} live)")
+    r.bytes_of_full(*size_range(o.get("sizes", "64")))
+    return r.problems
+
+
+def expect_strings(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    nbuf, size, rounds = count(o.get("buffers", 10000)), count(o.get("size", 1024)), count(o.get("rounds", 1000))
+    every = nbuf * (rounds + 1)   # the untimed warm-up round and the timed ones
+    r.equal("blocks", every, f"{nbuf} buffers x {rounds + 1} rounds")
+    r.equal("zeroed", every, f"{nbuf} buffers x {rounds + 1} rounds")
+    r.equal("full", nbuf, "the warm-up round's buffers")
+    r.equal("bytes", nbuf * size, f"{nbuf} buffers of {size} B")
+    return r.problems
+
+
+def expect_objpool(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    rss = o.get("mode", "shuffle") == "rss"
+    t, objects, size = count(o.get("threads", 1)), count(o.get("objects", 100000)), count(o.get("size", 64))
+    rounds = 2 if rss else count(o.get("rounds", 50))
+    n = t * objects * rounds
+    what = f"{t} threads x {objects} objects x {rounds} rounds"
+    r.equal("blocks", n, what)
+    r.equal("full", n, what)
+    r.equal("bytes", n * size, f"{what} x {size} B")
+    if rss:
+        # With all objects live, every word of every object has been written:
+        # those pages are resident (10% for the kernel's counters, which
+        # threads update in batches).
+        payload_kib = t * objects * size / 1024
+        r.rss("base_kib", "freed1_kib", "freed2_kib", "exit_kib")
+        r.rss("live1_kib", "live2_kib", at_least_kib=0.9 * payload_kib)
+        if o.get("api") == "pool":
+            r.rss("trim_kib")
+    return r.problems
+
+
+def expect_prodcons(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    pairs, ops = count(o.get("pairs", 1)), count(o.get("ops", "1M"))
+    lo, hi = count(o.get("min", 16)), count(o.get("max", 512))
+    r.equal("blocks", pairs * ops, f"{pairs} consumers x {ops} objects")
+    r.equal("full", pairs * -(-ops // 16), f"every 16th of {pairs} x {ops} objects")
+    r.bytes_of_full(lo, hi)
+    return r.problems
+
+
+def expect_larson(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    t, slots, ops = count(o.get("threads", 2)), count(o.get("slots", 1000)), count(o.get("ops", "2M"))
+    r.equal("blocks", t * (ops + slots), f"{t} lineages x ({ops} operations + {slots} slots at the end)")
+    return r.problems
+
+
+def expect_rsspeak(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    t, peak_mib = count(o.get("threads", 4)), float(o.get("peak-mib", 1024))
+    lo, hi = count(o.get("min", 16)), count(o.get("max", 1024))
+    budget = t * int(peak_mib * 1048576.0 / t)   # each thread allocates until its share is live
+    blocks = out.get("blocks")
+    if not isinstance(blocks, int) or blocks * hi < budget:
+        r.problems.append(f"blocks = {blocks!r}: too few to hold the {peak_mib:g} MiB peak in blocks "
+                          f"of at most {hi} B")
+    else:
+        r.equal("blocks", blocks, "every block allocated")
+        r.between("full", blocks / 64, blocks / 64 + t, "every 64th block of each thread")
+        r.bytes_of_full(lo, hi)
+    # Every block was stamped at both ends: with blocks of at most a page,
+    # every page that holds one is resident at the peak.
+    r.rss("rss_base_kib", "rss_freed_kib", "rss_1s_kib", "rss_end_kib")
+    r.rss("rss_peak_kib", at_least_kib=0.9 * budget / 1024 if hi <= 4096 else 0)
+    return r.problems
+
+
+def expect_manythreads(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    t, repeat = count(o.get("threads", 256)), count(o.get("repeat", 4))
+    live, lo, hi = count(o.get("live-kib", 1024)) * 1024, count(o.get("min", 16)), count(o.get("max", 512))
+    least = t * repeat * -(-live // hi)   # blocks of at most hi bytes until live bytes are live
+    pairs = out.get("total_ops")
+    if not isinstance(pairs, int) or pairs < least:
+        r.problems.append(f"total_ops = {pairs!r}, expected at least {least} "
+                          f"({t} threads x {repeat} x {live} B in blocks of at most {hi} B)")
+    else:
+        r.equal("blocks", pairs, "every pair")
+        r.between("full", pairs / 32, pairs / 32 + t * repeat, "every 32nd block of each repeat")
+        r.bytes_of_full(lo, hi)
+    r.rss("rss_base_kib", "rss_started_kib", "rss_max_sampled_kib", "rss_exit_kib")
+    return r.problems
+
+
+def expect_coding_bench(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    r.equal("slots", 8192 + 1024, "8192 binary and 1024 text slots read back")
+    r.equal("sums", 2, "the decode and strtoull sums")
+    return r.problems
+
+
+def icount_checksum(size: int, n: int) -> int:
+    """The sum of the tags of measure()'s n allocations (icount.c):
+    bench_tag(mix64(0x1c0 ^ size), i) = (base | 1) + i * TAG_STEP."""
+    base = mix64(0x1C0 ^ size) | 1
+    return (n * base + TAG_STEP * (n * (n - 1) // 2)) & MASK64
+
+
+def expect_icount(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    mode, size = o.get("mode", "reuse"), count(o.get("size", 64))
+    n, warm = count(o.get("n", 200000)), count(o.get("warm", 50000))
+    r.equal("pairs", n, "--n")
+    r.equal("checksum", icount_checksum(size, n), f"the tags of {n} blocks of {size} B, read back")
+    if mode == "window":
+        live = count(o.get("live", 64))
+        r.equal("blocks", warm + live, f"{warm} warm-up pairs + the {live} blocks left at the end")
+        r.equal("full", warm, f"{warm} warm-up pairs")
+    else:
+        held = -(-warm // 8) * 8   # the warm-up holds 8 blocks at a time
+        r.equal("blocks", held, f"{warm} warm-up pairs, 8 at a time")
+        r.equal("full", held, f"{warm} warm-up pairs, 8 at a time")
+    r.equal("bytes", size * (r.checked.get("full") or 0), f"full checks of {size} B")
+    return r.problems
+
+
+EXPECT: dict[str, Callable[[dict, dict], list[str]]] = {
+    "malloc_micro": expect_malloc_micro,
+    "strings": expect_strings,
+    "strings_O0": expect_strings,
+    "objpool": expect_objpool,
+    "prodcons": expect_prodcons,
+    "larson": expect_larson,
+    "rsspeak": expect_rsspeak,
+    "manythreads": expect_manythreads,
+    "coding_bench": expect_coding_bench,
+    "icount": expect_icount,
+}
+
+
+def check_report(binary: str, ours: bool, args: list[str], out: dict) -> list[str]:
+    """The problems with one run's "checked" report (empty: it is present,
+    non-trivial and matches the work asked for).  binary: the workload's
+    program; ours: built from bench/ (a program that is not, e.g. python3
+    timed by wall_s, has no report)."""
+    expect = EXPECT.get(binary)
+    if expect is None:
+        return [f"no checks are known for program {binary}: add it to bench/fabench/verify.py"] if ours else []
+    if not isinstance(out.get("checked"), dict) or not out["checked"]:
+        return ["no \"checked\" report in the program's output (what it verified)"]
+    zero = [k for k, v in out["checked"].items() if v == 0 and k != "full" and k != "bytes"]
+    problems = [f"checked.{k} is 0: nothing was checked" for k in zero]
+    return problems + expect(options(args), out)
