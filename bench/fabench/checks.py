@@ -17,6 +17,16 @@ POOL_RSS_FLAT = 0.01         # second round: at most 1% above the first
 POOL_RSS_TRIM = 0.10         # after fa_pool_trim: under 10% of the peak
 
 
+def rss_value(out: dict, key: str) -> float | None:
+    """An RSS value (KiB) of the program's output, or None when it is
+    missing or not above zero: the read failed, and no bound may pass on it
+    (a process always has pages resident)."""
+    v = out.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+        return None
+    return float(v)
+
+
 def rss_checks(rows_by: dict) -> tuple[list[str], list[str]]:
     """objpool-rss: growth of every allocator; fa_pool's three bounds.
     Returns (lines for the report and terminal, short summary lines)."""
@@ -25,41 +35,63 @@ def rss_checks(rows_by: dict) -> tuple[list[str], list[str]]:
         for r in rows_by.get(wname, []):
             out = r.get("median_output")
             if r["failed"] or not out:
+                if wname == "objpool-rss-pool":  # no run to check: the bounds are not met
+                    fail = f"fa_pool RSS bounds: not checked, {r['failed']} of {r['runs']} runs failed: FAIL"
+                    lines.append(fail)
+                    summary.append(fail)
                 continue
-            live1, live2 = out["live1_kib"], out["live2_kib"]
-            growth = live2 - live1
-            mark = "ok" if growth <= POOL_RSS_FLAT * live1 else "GROWS"
-            lines.append(f"{r['name']}: live {fmt_rss(live1)}, freed {fmt_rss(out['freed1_kib'])}, "
-                         f"live again {fmt_rss(live2)} (growth {growth / 1024:+.2f} MiB, {mark}), "
-                         f"freed {fmt_rss(out['freed2_kib'])}, threads exited {fmt_rss(out['exit_kib'])}"
-                         + (f", after fa_pool_trim {fmt_rss(out['trim_kib'])}" if out.get("trim_kib", -1) >= 0 else ""))
+            keys = ("live1_kib", "freed1_kib", "live2_kib", "freed2_kib", "exit_kib") + \
+                (("trim_kib",) if wname == "objpool-rss-pool" else ())
+            unread = [k for k in keys if rss_value(out, k) is None]
+            live1, live2 = rss_value(out, "live1_kib"), rss_value(out, "live2_kib")
+            if live1 is None or live2 is None:
+                lines.append(f"{r['name']}: VmRSS not read ({', '.join(f'{k}={out.get(k)!r}' for k in unread)}): FAIL")
+            else:
+                growth = live2 - live1
+                mark = "ok" if growth <= POOL_RSS_FLAT * live1 else "GROWS"
+                lines.append(f"{r['name']}: live {fmt_rss(live1)}, freed {fmt_rss(out.get('freed1_kib'))}, "
+                             f"live again {fmt_rss(live2)} (growth {growth / 1024:+.2f} MiB, {mark}), "
+                             f"freed {fmt_rss(out.get('freed2_kib'))}, threads exited {fmt_rss(out.get('exit_kib'))}"
+                             + (f", after fa_pool_trim {fmt_rss(out.get('trim_kib'))}" if wname == "objpool-rss-pool" else "")
+                             + (f"; not read: {', '.join(unread)}: FAIL" if unread else ""))
             if wname == "objpool-rss-pool":
-                checks = pool_rss_bounds(out, live1, growth)
+                checks = pool_rss_bounds(out)
                 lines += checks
                 summary += checks
     return lines, summary
 
 
-def pool_rss_bounds(out: dict, live1: float, growth: float) -> list[str]:
+def pool_rss_bounds(out: dict) -> list[str]:
     """fa_pool's three RSS bounds, with PASS/FAIL marks: all objects live
     costs little more than the objects and the benchmark's pointer arrays,
-    the second round does not grow, fa_pool_trim gives the memory back."""
+    the second round does not grow, fa_pool_trim gives the memory back.  A
+    value that was not read fails the bounds it is in."""
     payload = out["objects"] * out["threads"] * out["size"]
     limit_b = (payload + out["ptr_array_bytes"]) * (1 + POOL_RSS_SLACK)
+    live1, live2, trim = (rss_value(out, k) for k in ("live1_kib", "live2_kib", "trim_kib"))
+    if live1 is None:
+        unread = f"not read ({out.get('live1_kib')!r})"
+        return [f"fa_pool, all {out['objects'] * out['threads'] / 1e6:.1f} M objects live: VmRSS {unread}: FAIL",
+                f"fa_pool, second round: VmRSS {unread}: FAIL",
+                f"fa_pool, after the threads exited and fa_pool_trim: VmRSS {unread}: FAIL"]
+    growth = live2 - live1 if live2 is not None else None
     live_b = live1 * 1024
     c1 = live_b <= limit_b
-    c2 = growth <= POOL_RSS_FLAT * live1
-    c3 = 0 <= out.get("trim_kib", -1) < POOL_RSS_TRIM * live1
+    c2 = growth is not None and growth <= POOL_RSS_FLAT * live1
+    c3 = trim is not None and trim < POOL_RSS_TRIM * live1
     return [
         f"fa_pool, all {out['objects'] * out['threads'] / 1e6:.1f} M objects live: VmRSS "
         f"{live_b / 1e6:.1f} MB <= {limit_b / 1e6:.1f} MB ((objects {payload / 1e6:.1f} MB + "
         f"pointer arrays {out['ptr_array_bytes'] / 1e6:.1f} MB) + {POOL_RSS_SLACK:.0%}): "
         f"{'PASS' if c1 else 'FAIL'}",
-        f"fa_pool, second round: {growth / 1024:+.2f} MiB ({100 * growth / live1:+.2f}%, "
-        f"at most +{POOL_RSS_FLAT:.0%}): {'PASS' if c2 else 'FAIL'}",
-        f"fa_pool, after the threads exited and fa_pool_trim: {fmt_rss(out.get('trim_kib'))} "
-        f"= {100 * out.get('trim_kib', 0) / live1:.1f}% of the peak (under "
-        f"{POOL_RSS_TRIM:.0%}): {'PASS' if c3 else 'FAIL'}",
+        (f"fa_pool, second round: {growth / 1024:+.2f} MiB ({100 * growth / live1:+.2f}%, "
+         f"at most +{POOL_RSS_FLAT:.0%}): {'PASS' if c2 else 'FAIL'}" if growth is not None else
+         f"fa_pool, second round: VmRSS not read ({out.get('live2_kib')!r}): FAIL"),
+        (f"fa_pool, after the threads exited and fa_pool_trim: {fmt_rss(trim)} "
+         f"= {100 * trim / live1:.1f}% of the peak (under "
+         f"{POOL_RSS_TRIM:.0%}): {'PASS' if c3 else 'FAIL'}" if trim is not None else
+         f"fa_pool, after the threads exited and fa_pool_trim: VmRSS not read "
+         f"({out.get('trim_kib')!r}): FAIL"),
     ]
 
 
