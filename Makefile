@@ -1,5 +1,6 @@
 # Thin wrapper over CMake.  BUILD picks the build folder; CC the compiler;
-# SANITIZE=1 builds with ASan+UBSan (fa_ API only).
+# SANITIZE=1 builds with ASan+UBSan (fa_ API only).  make bench: QUICK=1 for
+# the smoke run, BENCH_FLAGS for more options of bench/run.py.
 BUILD ?= build
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -27,7 +28,7 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
 
 bench: build
-	python3 bench/run.py --build $(BUILD) $(if $(QUICK),--quick,)
+	python3 bench/run.py --build $(BUILD) $(if $(QUICK),--quick,) $(BENCH_FLAGS)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

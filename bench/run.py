@@ -60,6 +60,9 @@ def make_parser() -> argparse.ArgumentParser:
     ap.add_argument("--timeout", type=float, help="seconds before a run is killed (default per workload)")
     ap.add_argument("--out", default=str(BENCH_DIR / "results"),
                     help="folder for report.md, results.json and the plots (default: %(default)s)")
+    ap.add_argument("--require-valgrind", action="store_true",
+                    help="fail (exit 2) instead of skipping the instruction counts when valgrind is "
+                    "missing (CI, where it is installed)")
     ap.add_argument("--list", action="store_true", help="list the workloads and allocators, run nothing")
     return ap
 
@@ -103,15 +106,15 @@ def main(argv=None) -> int:
             print_plan(plan, skipped)
             return 0
         check_libraries(allocs)
-        programs = prepare_programs(plan)
+        programs = prepare_programs(plan, args.require_valgrind)
     except SetupError as e:
         print(f"run.py: {e}", file=sys.stderr)
         return 2
 
     for n, why in skipped:
         print(f"skip {n}: {why}", file=sys.stderr)
-    if programs.why_no_callgrind:
-        print(f"skip fast-path instructions: {programs.why_no_callgrind}", file=sys.stderr)
+    if programs.why_no_callgrind:  # said again after the tables, where it cannot scroll away
+        print(f"SKIPPED fast-path instructions: {programs.why_no_callgrind}", file=sys.stderr)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
 

@@ -73,14 +73,22 @@ class Programs:
     why_no_callgrind: str       # "" when valgrind is there
 
 
-def prepare_programs(plan: Plan) -> Programs:
+def prepare_programs(plan: Plan, require_valgrind: bool = False) -> Programs:
     """Finds valgrind, builds the programs of ours that the plan needs and
     finds every program.  Without valgrind the callgrind workloads leave the
-    plan.  Raises SetupError when a program cannot be built or found."""
+    plan, and why_no_callgrind names them (run.py says so before the runs
+    and again after the tables); with require_valgrind (CI) that is a
+    SetupError instead.  Raises SetupError when a program cannot be built or
+    found."""
     valgrind = shutil.which("valgrind")
-    why_no_callgrind = "" if valgrind else \
-        "valgrind not found (apt-get install -y valgrind): instruction counts skipped"
-    if not valgrind:
+    counted = [w.name for w in plan.workloads if w.kind == "callgrind"]
+    why_no_callgrind = ""
+    if counted and not valgrind:
+        if require_valgrind:
+            raise SetupError(f"valgrind not found (apt-get install -y valgrind), and --require-valgrind "
+                             f"asks for the instruction counts ({', '.join(counted)})")
+        why_no_callgrind = (f"valgrind not found (apt-get install -y valgrind): the instruction counts "
+                            f"({', '.join(counted)}) were not measured")
         plan.workloads = [w for w in plan.workloads if w.kind != "callgrind"]
     # Programs of ours: built by bench/CMakeLists.txt (others: absolute or on PATH).
     ours = sorted({w.binary for w in plan.workloads if is_ours(w.binary)} | {"runwrap"})

@@ -59,9 +59,10 @@ def report_results(plan: Plan, skipped, suite: Suite, meta: dict, out_dir: Path,
     plots, plot_note = make_plots(out_dir, plan.workloads, rows_by, [a.name for a in plan.allocs])
     add_plots(tables, plots)
     grouped = group_failures(suite.failures)
-    print_results(tables, summary, skipped, plot_note, suite.failures, grouped)
+    print_results(tables, summary, skipped, plot_note, suite.failures, grouped, why_no_callgrind)
     report = out_dir / "report.md"
-    write_report(report, meta, plan.allocs, skipped, tables, summary, grouped, plan.quick, plot_note)
+    write_report(report, meta, plan.allocs, skipped, tables, summary, grouped, plan.quick, plot_note,
+                 why_no_callgrind)
     write_results_json(out_dir / "results.json", meta, plan, skipped, rows_by, suite.runs)
     print(f"\nwrote {report}, {out_dir / 'results.json'}"
           f"{' and ' + str(sum(len(v) for v in plots.values())) + ' plots' if plots else ''} "
@@ -69,7 +70,7 @@ def report_results(plan: Plan, skipped, suite: Suite, meta: dict, out_dir: Path,
 
 
 def print_results(tables: list[Table], summary: list[str], skipped, plot_note: str,
-                  failures: list, grouped: dict) -> None:
+                  failures: list, grouped: dict, why_no_callgrind: str = "") -> None:
     """The tables, the summary, what was skipped and each distinct failure
     with the command that reproduces it, to stdout."""
     for t in tables:
@@ -87,6 +88,8 @@ def print_results(tables: list[Table], summary: list[str], skipped, plot_note: s
         print(s)
     for n, why in skipped:
         print(f"skipped {n}: {why}")
+    if why_no_callgrind:
+        print(f"SKIPPED fast-path instructions: {why_no_callgrind}")
     if plot_note:
         print(plot_note)
     if failures:
@@ -134,8 +137,10 @@ TABLE_INTRO = {
 
 
 def write_report(path: Path, meta: dict, allocs, skipped, tables: list[Table], summary, failures,
-                 quick, plot_note):
+                 quick, plot_note, why_no_callgrind: str = ""):
     lines = report_head(meta, allocs, skipped, quick)
+    if why_no_callgrind:
+        lines += [f"**Skipped: fast-path instructions.** {why_no_callgrind}.", ""]
     if summary:
         lines += ["## Summary", ""] + [f"- {s}" for s in summary] + [""]
     if plot_note:
