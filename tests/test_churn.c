@@ -195,7 +195,8 @@ int main(void)
          * most a record per new page, and the chunk in use may be full:
          * anything beyond is records not recycled (a cache record per
          * thread, 2.4 KiB, is 21 MiB for 9,000 threads). */
-        size_t meta_room = 1 * MiB + (map_end - map_early) / FA_PAGE_SIZE * sizeof(struct fa__span);
+        size_t grown = map_end > map_early ? map_end - map_early : 0;
+        size_t meta_room = 1 * MiB + grown / FA_PAGE_SIZE * sizeof(struct fa__span);
         CHECKF(meta_end <= meta_early + meta_room, "metadata grew by %zu KiB, room for %zu KiB",
                (meta_end - meta_early) / KiB, meta_room / KiB);
         if (!FA_TEST_SLOW)
