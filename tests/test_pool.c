@@ -92,6 +92,7 @@ static void test_state_kept(void)
     fa_pool_options o = {.object_size = 64};
     fa_pool *pool = fa_pool_create(&o);
     char *p = fa_pool_get(pool);
+    CHECK(p != NULL);
     memset(p + 16, 0x7e, 48);
     fa_pool_put(pool, p);
     char *q = fa_pool_get(pool);
@@ -247,11 +248,20 @@ static void test_cap(void)
 
     fa_pool_options ob = {.object_size = 64, .max_bytes = 256 << 10};
     pool = fa_pool_create(&ob);
+    CHECK(pool != NULL);
     size_t got = 0;
-    while (fa_pool_get(pool) != NULL)
+    /* errno is cleared before each get, so the ENOMEM read is the failing
+     * get's, not the one left by the object cap above. */
+    for (;;) {
+        errno = 0;
+        if (fa_pool_get(pool) == NULL)
+            break;
         got++;
-    CHECK(errno == ENOMEM);
-    CHECK(got > 1000 && got * 64 <= (256u << 10));
+    }
+    CHECKF(errno == ENOMEM, "errno %d", errno);
+    /* 256 KiB is four blocks of 64 KiB: the cap is the blocks' bytes, so
+     * nearly all of it holds objects. */
+    CHECKF(got >= (256u << 10) / 64 * 9 / 10 && got * 64 <= (256u << 10), "%zu objects", got);
     fa_pool_destroy(pool);
 }
 
@@ -271,27 +281,48 @@ static void test_bad_options(void)
     fa_pool_options o4 = {.object_size = 40, .object_align = 256};
     fa_pool *p = fa_pool_create(&o4);
     CHECK(p != NULL);
+    static void *x[1000];
     for (int i = 0; i < 1000; i++) {
-        void *x = fa_pool_get(p);
-        CHECK(((uintptr_t)x & 255) == 0);
+        x[i] = fa_pool_get(p);
+        CHECK(x[i] != NULL);
+        CHECK(((uintptr_t)x[i] & 255) == 0);
+        pat_fill(x[i], 40, (uint64_t)i);
     }
+    /* Aligned objects do not overlap. */
+    for (int i = 0; i < 1000; i++)
+        CHECKF(pat_ok(x[i], 40, (uint64_t)i), "object %d overwritten", i);
     fa_pool_destroy(p);
 }
 
 /* A debug pool catches a double put and a foreign pointer: run each in a
- * child and expect an abort with a message. */
-static void expect_abort(void (*fn)(void))
+ * child and expect an abort with the message that names the fault (an abort
+ * for another reason, a failed get say, would not be the check working). */
+static void expect_abort(void (*fn)(void), const char *message)
 {
+    int fds[2];
+    CHECK(pipe(fds) == 0);
     fflush(stdout);
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
+        dup2(fds[1], 2);
         fn();
         _exit(0);
     }
+    close(fds[1]);
+    char buf[1024];
+    size_t len = 0;
+    ssize_t n;
+    while (len < sizeof buf - 1 && (n = read(fds[0], buf + len, sizeof buf - 1 - len)) > 0)
+        len += (size_t)n;
+    while (len > 0 && buf[len - 1] == '\n')
+        len--;
+    buf[len] = '\0';
+    close(fds[0]);
     int st;
     CHECK(waitpid(pid, &st, 0) == pid);
     CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "status %d", st);
+    CHECKF(strstr(buf, message) != NULL, "stderr \"%s\", not \"%s\"", buf, message);
 }
 
 static void double_put(void)
@@ -317,14 +348,16 @@ static void test_debug(void)
     fa_pool_options o = {.object_size = 64, .debug = 1};
     fa_pool *pool = fa_pool_create(&o);
     static void *v[3000];
-    for (int i = 0; i < 3000; i++)
+    for (int i = 0; i < 3000; i++) {
         v[i] = fa_pool_get(pool);
+        CHECK(v[i] != NULL);
+    }
     for (int i = 0; i < 3000; i++)
         fa_pool_put(pool, v[i]);
     CHECK(fa_pool_get(pool) == v[2999]);
     fa_pool_destroy(pool);
-    expect_abort(double_put);
-    expect_abort(foreign_put);
+    expect_abort(double_put, "double put of");
+    expect_abort(foreign_put, "was not handed out by pool 'dbg'");
 }
 
 static void test_destroy_rss(void)
@@ -540,6 +573,7 @@ static void test_pools_past_fast_slots(void)
     }
     /* LIFO on a pool past the slots, too. */
     void *a = fa_pool_get(ps[P - 1]), *b = fa_pool_get(ps[P - 1]);
+    CHECK(a != NULL && b != NULL && a != b);
     fa_pool_put(ps[P - 1], a);
     fa_pool_put(ps[P - 1], b);
     CHECK(fa_pool_get(ps[P - 1]) == b);
@@ -635,8 +669,10 @@ static void test_block_handed_over_and_trimmed(void)
     enum { N = 4000 }; /* about 4 blocks of 64 KiB */
     static char *v[N];
     for (int round = 0; round < 3; round++) {
-        for (size_t i = 0; i < N; i++)
+        for (size_t i = 0; i < N; i++) {
             v[i] = fa_pool_get(pool);
+            CHECK(v[i] != NULL);
+        }
 #define BLK(p) ((uintptr_t)(p) & ~(uintptr_t)0xffff)
         size_t k1 = 0, k2, k3;
         while (BLK(v[k1]) == BLK(v[0]))

@@ -3,7 +3,9 @@
  * work is done twice: if remotely freed blocks were not reusable, the second
  * pass would need as much new memory as the first allocated in total (GiBs).
  * What the allocator mapped from the OS (fa_stats) shows it; the resident set
- * would not be a fair measure, as free pages are purged on a timer. */
+ * would not be a fair measure, as free pages are purged on a timer.  At the
+ * end every block is free: after fa_trim() no span may be left in use beyond
+ * what was before the passes, or remotely freed blocks were lost. */
 #include "check.h"
 #include "util.h"
 
@@ -130,9 +132,23 @@ static size_t mapped(void)
     return st.mapped;
 }
 
+/* Bytes in spans in use, small or large, after fa_trim(): with the calling
+ * thread's cache flushed and the central caches' batches back in their
+ * spans, every span whose blocks are all free has gone back to the page
+ * heap, so what is left is held by blocks still allocated. */
+static size_t spans_in_use_after_trim(void)
+{
+    fa_trim();
+    fa_stats_t st;
+    fa_stats(&st);
+    return st.in_spans + st.large;
+}
+
 int main(void)
 {
     per_producer = env_size("FA_REMOTE_BLOCKS", FA_TEST_SLOW ? 50000 : 200000);
+    /* With malloc overridden, libc's own blocks. */
+    size_t spans_before = spans_in_use_after_trim();
     pass();
     size_t map1 = mapped();
     uint64_t total = 0;
@@ -143,12 +159,13 @@ int main(void)
     printf("pass 1 moved %llu MiB: mapped %zu MiB after it, %zu MiB after pass 2 (rss %zu MiB)\n",
            (unsigned long long)(total / MiB), map1 / MiB, map2 / MiB, rss_bytes() / MiB);
     /* Each pass moves far more than the heap holds: blocks were reused.  A
-     * second pass may need one more growth of the heap (up to 64 MiB) when
-     * the queue and the caches peak together, but not a share of what it
-     * moved. */
+     * second pass may need another growth of the heap (64 MiB each) when the
+     * queue and the caches peak together (60 -> 124 MiB seen), or two, but
+     * not a share of what it moved: losing every remote free of 512 B or
+     * less grows it by 192 MiB. */
     CHECK(total > 256 * MiB);
     CHECK(map1 < total / 4);
-    CHECKF(map2 <= map1 + total / 8, "mapped grew from %zu to %zu MiB", map1 / MiB, map2 / MiB);
+    CHECKF(map2 <= map1 + 128 * MiB, "mapped grew from %zu to %zu MiB", map1 / MiB, map2 / MiB);
 
     /* The memory is reusable from a thread that took no part: a burst of
      * small blocks fits in what the passes left behind. */
@@ -166,7 +183,16 @@ int main(void)
         CHECK(pat_ok(b[i], 1 + i * 37 % 2048, i));
         fa_free(b[i]);
     }
-    printf("burst of %d blocks: mapped %zu -> %zu MiB\n", N, before / MiB, after / MiB);
+    size_t spans_after = spans_in_use_after_trim();
+    printf("burst of %d blocks: mapped %zu -> %zu MiB; spans in use after trim %zu KiB, before the "
+           "passes %zu KiB\n", N, before / MiB, after / MiB, spans_after / KiB, spans_before / KiB);
     CHECKF(after == before, "mapped %zu -> %zu MiB", before / MiB, after / MiB);
+    /* Every block is free.  A span still in use holds blocks that were lost
+     * (losing one small free in 1,000 leaves 17 MiB of spans in use).  With
+     * malloc overridden, libc keeps a few blocks of its own made since (the
+     * stdout buffer, the TLS vectors of the thread stacks it caches), each in
+     * a span of 32 KiB or so: 1 MiB is room for 32 such spans. */
+    CHECKF(spans_after <= spans_before + 1 * MiB, "%zu KiB in spans in use after trim, %zu KiB before",
+           spans_after / KiB, spans_before / KiB);
     return check_done("test_remote");
 }

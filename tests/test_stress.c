@@ -4,7 +4,9 @@
  * one that allocated them.  Every block carries a pattern derived from its
  * id, checked in full before it is freed and, for the kept prefix, after
  * every realloc.  The work is a fixed number of operations per thread
- * (FA_STRESS_OPS overrides it), scaled down under sanitizers. */
+ * (FA_STRESS_OPS overrides it), scaled down under sanitizers.  At the end
+ * every block is free: after fa_trim() no span may be left in use beyond
+ * what was before the threads ran, or freed blocks were lost. */
 #include "check.h"
 #include "util.h"
 
@@ -35,6 +37,18 @@ static pthread_mutex_t stripe[STRIPES];
 static size_t ops_per_thread;
 static uint64_t next_id;
 static uint64_t alloc_bytes; /* requested by make() and resize(), in total */
+
+/* Bytes in spans in use, small or large, after fa_trim(): with the calling
+ * thread's cache flushed and the central caches' batches back in their
+ * spans, every span whose blocks are all free has gone back to the page
+ * heap, so what is left is held by blocks still allocated. */
+static size_t spans_in_use_after_trim(void)
+{
+    fa_trim();
+    fa_stats_t st;
+    fa_stats(&st);
+    return st.in_spans + st.large;
+}
 
 static size_t random_size(uint64_t *rng)
 {
@@ -167,6 +181,8 @@ int main(void)
     ops_per_thread = env_size("FA_STRESS_OPS", FA_TEST_SLOW ? 40000 : 300000);
     for (int i = 0; i < STRIPES; i++)
         pthread_mutex_init(&stripe[i], NULL);
+    /* With malloc overridden, libc's own blocks. */
+    size_t spans_before = spans_in_use_after_trim();
     size_t map[2];
     pthread_t th[NTHREADS];
     for (int round = 0; round < 2; round++) {
@@ -213,5 +229,14 @@ int main(void)
     printf("burst of %zu blocks, %zu MiB: mapped %zu -> %zu MiB\n", nb, total / MiB, before / MiB,
            after / MiB);
     CHECKF(after == before, "mapped %zu -> %zu MiB", before / MiB, after / MiB);
+    /* Every block is free.  A span still in use holds blocks that were lost.
+     * With malloc overridden, libc keeps a few blocks of its own made since
+     * (the stdout buffer, the TLS vectors of the thread stacks it caches),
+     * each in a span of 32 KiB or so: 1 MiB is room for 32 such spans. */
+    size_t spans_after = spans_in_use_after_trim();
+    printf("spans in use after trim: %zu KiB, before the threads %zu KiB\n", spans_after / KiB,
+           spans_before / KiB);
+    CHECKF(spans_after <= spans_before + 1 * MiB, "%zu KiB in spans in use after trim, %zu KiB before",
+           spans_after / KiB, spans_before / KiB);
     return check_done("test_stress");
 }
