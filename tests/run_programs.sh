@@ -1,8 +1,11 @@
 #!/bin/sh
 # Real programs under LD_PRELOAD=libfastalloc.so: python3, sqlite3, git and
 # gcc each run a deterministic workload once with the system allocator and
-# once with fastalloc, and the outputs (and, for gcc, the object files) must
-# be identical.  A missing program is a failure, not a skip.
+# once with fastalloc, and the outputs, stdout and stderr (and, for gcc, the
+# object files) must be identical.  stderr needs no normalising: every
+# program here writes nothing to it in either run, so anything there under
+# fastalloc (its own diagnostics, a warning from the program) is a
+# difference.  A missing program is a failure, not a skip.
 #
 # usage: run_programs.sh /path/to/libfastalloc.so
 set -eu
@@ -46,17 +49,28 @@ run() {
     fi
 }
 
-# same NAME: the two runs' outputs agree (and are not empty)
+# same_err NAME: the two runs' stderr agree (else sets failed and returns 1)
+same_err() {
+    if ! cmp -s "$tmp/$1.plain.err" "$tmp/$1.fa.err"; then
+        echo "FAIL: $1 stderr differs under fastalloc:"
+        diff "$tmp/$1.plain.err" "$tmp/$1.fa.err" | head -20 | sed 's/^/  | /'
+        failed=1
+        return 1
+    fi
+}
+
+# same NAME: the two runs' stdout agree (and are not empty), and so do their
+# stderr
 same() {
     if [ ! -s "$tmp/$1.plain.out" ]; then
         echo "FAIL: $1 printed nothing"
         failed=1
-    elif cmp -s "$tmp/$1.plain.out" "$tmp/$1.fa.out"; then
-        echo "ok: $1 ($(wc -l <"$tmp/$1.plain.out") lines identical)"
-    else
+    elif ! cmp -s "$tmp/$1.plain.out" "$tmp/$1.fa.out"; then
         echo "FAIL: $1 output differs under fastalloc:"
         diff "$tmp/$1.plain.out" "$tmp/$1.fa.out" | head -20 | sed 's/^/  | /'
         failed=1
+    elif same_err "$1"; then
+        echo "ok: $1 ($(wc -l <"$tmp/$1.plain.out") lines identical, stderr identical)"
     fi
 }
 
@@ -132,19 +146,27 @@ h.update(b)
 print(len(d), len(c), len(b))
 print(h.hexdigest())
 PY
-run python3 plain env PYTHONHASHSEED=0 python3 "$tmp/work.py" &&
-    run python3 fa env PYTHONHASHSEED=0 python3 "$tmp/work.py" && same python3
-# Python's malloc really is fastalloc under the preload.
-if LD_PRELOAD="$lib" python3 -c '
+# PYTHONMALLOC=malloc: Python's objects come from malloc, not from its own
+# pymalloc arenas, so that fastalloc serves them.
+run python3 plain env PYTHONHASHSEED=0 PYTHONMALLOC=malloc python3 "$tmp/work.py" &&
+    run python3 fa env PYTHONHASHSEED=0 PYTHONMALLOC=malloc python3 "$tmp/work.py" && same python3
+# Python's malloc really is fastalloc under the preload, and with
+# PYTHONMALLOC=malloc so are its small objects (a bytes object starts its
+# block; pymalloc would have put these in its own arenas, which fa_owns
+# does not know).
+if LD_PRELOAD="$lib" PYTHONMALLOC=malloc python3 -c '
 import ctypes
 c = ctypes.CDLL(None)
 c.malloc.restype = ctypes.c_void_p
 c.fa_owns.argtypes = [ctypes.c_void_p]
 p = c.malloc(100)
-raise SystemExit(0 if c.fa_owns(p) == 1 else 1)' 2>"$tmp/ctypes.err"; then
-    echo "ok: python3's malloc is fastalloc under LD_PRELOAD"
+objs = [bytes(range(20 + i % 50)) for i in range(100)]
+owned = sum(c.fa_owns(id(o)) for o in objs)
+if c.fa_owns(p) != 1 or owned != len(objs):
+    raise SystemExit("malloc(100) owned: %d; small objects owned: %d of %d" % (c.fa_owns(p), owned, len(objs)))' 2>"$tmp/ctypes.err"; then
+    echo "ok: python3's malloc and (PYTHONMALLOC=malloc) its small objects are fastalloc's"
 else
-    echo "FAIL: python3's malloc is not fastalloc under LD_PRELOAD"
+    echo "FAIL: python3's malloc or its small objects are not fastalloc's under LD_PRELOAD"
     sed 's/^/  | /' "$tmp/ctypes.err"
     failed=1
 fi
@@ -268,6 +290,7 @@ C
 cd "$tmp/cc"
 if run gcc-compile plain gcc -O2 -g -Wall -c prog.c -o plain.o &&
     run gcc-compile fa gcc -O2 -g -Wall -c prog.c -o fa.o; then
+    same_err gcc-compile || :  # noted in $failed; the checks below still run
     if cmp -s plain.o fa.o; then
         echo "ok: gcc -O2 object files are byte-identical"
     else
@@ -275,6 +298,7 @@ if run gcc-compile plain gcc -O2 -g -Wall -c prog.c -o plain.o &&
         failed=1
     fi
     if run gcc-link plain gcc plain.o -o plain.exe && run gcc-link fa gcc fa.o -o fa.exe; then
+        same_err gcc-link || :
         run gcc-prog plain ./plain.exe && run gcc-prog fa ./fa.exe && same gcc-prog
         # the fastalloc-built program also runs under fastalloc
         run gcc-prog2 plain ./fa.exe && run gcc-prog2 fa ./fa.exe && same gcc-prog2

@@ -13,10 +13,25 @@
  *   merged  a block freed beside clean free space makes only its own pages
  *          dirty: 1,000 allocate/free pairs of 1 MiB beside 40 MiB of purged
  *          space purge less than 8 times what they free.
+ * And the options no other test sets, each run under its environment
+ * variable (tests/CMakeLists.txt) and checked by its effect:
+ *   tc_bytes     THREAD_CACHE_BYTES=64K: one thread's cache holds and claims
+ *          at most 64 KiB, after bursts of frees and after taking a span's
+ *          whole free list;
+ *   tc_max       THREAD_CACHE_MAX=256K: 8 threads' caches together too;
+ *   madv_free    PURGE=free: fa_trim's pages show as LazyFree;
+ *   huge_purge   HUGEPAGES=1: a purge keeps a huge page that a live block
+ *          shares (mincore), releases the whole one, and RSS falls back
+ *          after fa_trim;
+ *   huge_advice  HUGEPAGES=1: the heap's mappings carry MADV_HUGEPAGE;
+ *   calloc_zero  (under each of the purge modes) calloc of a purged large
+ *          block reads zeros.
  * Run as `test_decay NAME`: each case in a fresh process, so that one case's
- * peak does not hide another's. */
+ * peak does not hide another's, and its options are those it starts with. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <stdio.h>
 #include <time.h>
@@ -285,21 +300,481 @@ static int case_merged(void)
     return check_done("test_decay merged");
 }
 
+/* ---- The options that no other test sets, each run from the environment
+ * (tests/CMakeLists.txt sets it per case) and checked by its effect. */
+
+/* The option's value in effect must be what the environment asked for: a
+ * test that ran under the defaults would prove nothing. */
+static void expect_option(const char *name, long long want)
+{
+    long long v = -12345;
+    CHECK(fa_option_get(name, &v) == 0);
+    CHECKF(v == want, "%s is %lld, want %lld: run this case with its environment (tests/CMakeLists.txt)",
+           name, v, want);
+}
+
+/* A field of /proc/self/smaps_rollup ("LazyFree", "Rss", ...) in bytes, or
+ * -1 when the kernel does not report it. */
+static long long rollup_field(const char *name)
+{
+    static char buf[8192];
+    int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char key[64];
+    snprintf(key, sizeof key, "\n%s:", name);
+    const char *f = strstr(buf, key);
+    if (f == NULL)
+        return -1;
+    return strtoll(f + strlen(key), NULL, 10) * 1024;
+}
+
+/* Bytes of [p, p + n) that are resident (mincore); p page aligned. */
+static size_t resident(const void *p, size_t n)
+{
+    static unsigned char vec[(64u << 20) / 4096];
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), pages = (n + pg - 1) / pg;
+    CHECK(pages <= sizeof vec);
+    CHECK(mincore((void *)p, n, vec) == 0);
+    size_t r = 0;
+    for (size_t i = 0; i < pages; i++)
+        r += vec[i] & 1;
+    return r * pg;
+}
+
+/* The huge page that FASTALLOC_HUGEPAGES=1 keeps whole (core/pageheap.c). */
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* Three large blocks side by side, a | b | c, in a fresh heap: b starts
+ * 1 MiB past a huge-page boundary and is 4 MiB + 16 KiB long, so its span
+ * holds one whole huge page, [b + 1 MiB, b + 3 MiB), and covers two more
+ * in part, shared with a and c.  a and c stay allocated while b is free: b's
+ * free span is exactly b.  Each block holds its own pattern. */
+struct pinned {
+    unsigned char *a, *b, *c;
+    size_t alen, blen, clen;
+};
+
+static void pinned_layout(struct pinned *l)
+{
+    /* One mapping of 32 MiB, shrunk to a: the rest is the free space b and
+     * c are cut from (larger than any other free span of a fresh heap, so
+     * best fit takes them from its start). */
+    unsigned char *x = fa_malloc(32u << 20);
+    CHECK(x != NULL);
+    uintptr_t b0 = (uintptr_t)x + (1u << 20);
+    size_t adj = (HUGE_PAGE + (1u << 20) - b0 % HUGE_PAGE) % HUGE_PAGE;
+    l->alen = (1u << 20) + adj;
+    l->blen = (4u << 20) + (16u << 10);
+    l->clen = 8u << 20;
+    l->a = fa_realloc(x, l->alen);
+    CHECKF(l->a == x, "realloc shrinking a large block moved it");
+    l->b = fa_malloc(l->blen);
+    l->c = fa_malloc(l->clen);
+    CHECK(l->b != NULL && l->c != NULL);
+    /* Not a check of the allocator's placement as such: without this layout
+     * the checks that follow would test nothing. */
+    CHECKF(l->b == l->a + l->alen && l->c == l->b + l->blen,
+           "blocks not side by side: a %p (%zu), b %p (%zu), c %p", (void *)l->a, l->alen,
+           (void *)l->b, l->blen, (void *)l->c);
+    CHECK((uintptr_t)l->b % HUGE_PAGE == (1u << 20));
+    pat_fill(l->a, l->alen, 0xa);
+    pat_fill(l->b, l->blen, 0xb);
+    pat_fill(l->c, l->clen, 0xc);
+}
+
+static void pinned_release(struct pinned *l)
+{
+    CHECKF(pat_ok(l->a, l->alen, 0xa), "block a lost its pattern");
+    CHECKF(pat_ok(l->c, l->clen, 0xc), "block c lost its pattern");
+    fa_free(l->a);
+    fa_free(l->c);
+}
+
+/* calloc skips its memset on a span the page heap marks zeroed (released
+ * with MADV_DONTNEED, whole).  Pages released with MADV_FREE keep their old
+ * bytes until the kernel needs the memory, and with huge pages the ends of
+ * a span that only partly cover a huge page are not released at all: such
+ * a span must not be marked zeroed.  Each time: a large block written
+ * non-zero, freed, purged, and a calloc of the same size that gets the same
+ * pages back must read all zeros.  Run under PURGE=free, HUGEPAGES=1, both,
+ * and the defaults (where the memset is skipped, rightly). */
+static void calloc_after_purge(unsigned char *p, size_t n, const char *how)
+{
+    unsigned char *q = fa_calloc(1, n);
+    CHECK(q != NULL);
+    CHECKF(q == p, "%s: calloc(%zu) got %p, not the freed block %p: nothing was tested", how, n,
+           (void *)q, (void *)p);
+    size_t bad = (size_t)-1;
+    for (size_t i = 0; i < n && bad == (size_t)-1; i++)
+        if (q[i] != 0)
+            bad = i;
+    CHECKF(bad == (size_t)-1, "%s: calloc(%zu) byte %zu of %zu is %#x, not 0", how, n, bad, n,
+           bad == (size_t)-1 ? 0 : q[bad]);
+    fa_free(q);
+}
+
+static int case_calloc_zero(void)
+{
+    long long madv_free = 0, huge = 0;
+    CHECK(fa_option_get("purge_madv_free", &madv_free) == 0);
+    CHECK(fa_option_get("hugepages", &huge) == 0);
+    const char *env_purge = getenv("FASTALLOC_PURGE"), *env_huge = getenv("FASTALLOC_HUGEPAGES");
+    CHECK(madv_free == (env_purge != NULL && strcmp(env_purge, "free") == 0));
+    CHECK(huge == (env_huge != NULL && strcmp(env_huge, "1") == 0));
+    printf("purge with %s, huge pages %s\n", madv_free ? "MADV_FREE" : "MADV_DONTNEED", huge ? "on" : "off");
+
+    /* A span partly covering huge pages, freed between two live blocks and
+     * purged by fa_trim. */
+    struct pinned l;
+    pinned_layout(&l);
+    fa_free(l.b);
+    fa_trim();
+    fa_stats_t st;
+    fa_stats(&st);
+    CHECK(st.dirty == 0);
+    calloc_after_purge(l.b, l.blen, "between two blocks, after fa_trim");
+    pinned_release(&l);
+
+    /* A block with free space on its right, purged by fa_trim, then at the
+     * free itself (purge_delay_ms = 0). */
+    size_t n = (8u << 20) + (24u << 10);
+    unsigned char *p = fa_malloc(n);
+    CHECK(p != NULL);
+    memset(p, 0xa5, n);
+    fa_free(p);
+    fa_trim();
+    calloc_after_purge(p, n, "after fa_trim");
+    CHECK(fa_option_set("purge_delay_ms", 0) == 0);
+    unsigned char *p2 = fa_malloc(n);
+    CHECK(p2 == p);
+    memset(p2, 0x5a, n);
+    fa_free(p2);
+    fa_stats(&st);
+    CHECK(st.dirty == 0);
+    calloc_after_purge(p, n, "purged at the free");
+    return check_done("test_decay calloc_zero");
+}
+
+/* FASTALLOC_PURGE=free: fa_trim gives pages back with MADV_FREE, which the
+ * kernel counts as LazyFree (still resident until it needs the memory);
+ * MADV_DONTNEED drops them at once and LazyFree does not move. */
+static int case_madv_free(void)
+{
+    expect_option("purge_madv_free", 1);
+    /* Visible skips: a kernel that refuses MADV_FREE (fastalloc then uses
+     * MADV_DONTNEED, as documented), or that does not report LazyFree. */
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    void *probe = mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(probe != MAP_FAILED);
+    memset(probe, 1, pg);
+#ifdef MADV_FREE
+    int refused = madvise(probe, pg, MADV_FREE) != 0;
+#else
+    int refused = 1;
+#endif
+    munmap(probe, pg);
+    if (refused) {
+        printf("SKIP: the kernel refuses MADV_FREE\n");
+        return 77;
+    }
+    if (rollup_field("LazyFree") < 0) {
+        printf("SKIP: /proc/self/smaps_rollup has no LazyFree field (kernel before 4.14)\n");
+        return 77;
+    }
+    /* Only fa_trim purges. */
+    CHECK(fa_option_set("purge_delay_ms", -1) == 0);
+    size_t n = 64u << 20;
+    unsigned char *p = fa_malloc(n);
+    CHECK(p != NULL);
+    memset(p, 0x77, n);
+    fa_free(p);
+    long long lazy0 = rollup_field("LazyFree");
+    size_t purged = fa_trim();
+    long long lazy1 = rollup_field("LazyFree");
+    /* The pages serve again, and writing cancels the lazy free. */
+    unsigned char *q = fa_malloc(n);
+    CHECK(q == p);
+    printf("fa_trim purged %zu MiB; LazyFree %lld -> %lld MiB\n", purged >> 20, lazy0 >> 20, lazy1 >> 20);
+    CHECK(purged >= n);
+    /* Half: the kernel may take some under memory pressure meanwhile. */
+    CHECKF(lazy1 - lazy0 >= (long long)(n / 2), "LazyFree rose by %lld KiB for %zu KiB purged",
+           (lazy1 - lazy0) >> 10, purged >> 10);
+    pat_fill(q, n, 77);
+    CHECK(pat_ok(q, n, 77));
+    fa_free(q);
+    return check_done("test_decay madv_free");
+}
+
+/* FASTALLOC_HUGEPAGES=1: purging gives back only whole huge pages inside a
+ * free span, so that none is split (mincore: the part a span shares with a
+ * live block stays resident, the whole huge page inside goes); everything
+ * else still works, and after fa_trim the resident set is back near where
+ * it started. */
+static int case_huge_purge(void)
+{
+    expect_option("hugepages", 1);
+    expect_option("purge_madv_free", 0);
+    struct pinned l;
+    pinned_layout(&l);
+    fa_free(l.b);
+    fa_trim();
+    unsigned char *whole = l.b + (1u << 20), *tail = l.b + (3u << 20);
+    size_t head_res = resident(l.b, 1u << 20), whole_res = resident(whole, HUGE_PAGE),
+           tail_res = resident(tail, l.blen - (3u << 20));
+    printf("freed span of %zu KiB at 1 MiB past a huge page: resident head %zu KiB, whole huge page "
+           "%zu KiB, tail %zu KiB\n",
+           l.blen >> 10, head_res >> 10, whole_res >> 10, tail_res >> 10);
+    CHECKF(whole_res == 0, "%zu KiB of the whole huge page still resident", whole_res >> 10);
+    /* (At least: with OS pages above 16 KiB, the tail's last page reaches
+     * into c.) */
+    CHECKF(head_res >= (1u << 20), "the head, in a huge page shared with a live block, lost %zu KiB",
+           (((size_t)1 << 20) - head_res) >> 10);
+    CHECKF(tail_res >= l.blen - (3u << 20), "the tail, in a huge page shared with a live block, lost %zu KiB",
+           (l.blen - (3u << 20) - tail_res) >> 10);
+    pinned_release(&l);
+
+    /* The heap at work: small and large blocks with patterns, then all
+     * freed and trimmed. */
+    fa_trim();
+    size_t before = rss_bytes();
+    enum { NLARGE = 48, NSMALL = 20000 };
+    static unsigned char *large[NLARGE], *small[NSMALL];
+    uint64_t rng = 42;
+    size_t total = 0;
+    for (int i = 0; i < NLARGE; i++) {
+        size_t s = (1u << 20) + (size_t)rng_below(&rng, 2u << 20);
+        large[i] = fa_malloc(s);
+        CHECK(large[i] != NULL);
+        pat_fill(large[i], s, (uint64_t)i);
+        total += s;
+    }
+    for (int i = 0; i < NSMALL; i++) {
+        size_t s = 16 + (size_t)(i * 37) % 2000;
+        small[i] = fa_malloc(s);
+        CHECK(small[i] != NULL);
+        pat_fill(small[i], s, 1000u + (uint64_t)i);
+        total += s;
+    }
+    size_t peak = rss_bytes();
+    rng = 42;
+    for (int i = 0; i < NLARGE; i++) {
+        size_t s = (1u << 20) + (size_t)rng_below(&rng, 2u << 20);
+        CHECKF(pat_ok(large[i], s, (uint64_t)i), "large block %d lost its pattern", i);
+        fa_free(large[i]);
+    }
+    for (int i = 0; i < NSMALL; i++) {
+        size_t s = 16 + (size_t)(i * 37) % 2000;
+        CHECKF(pat_ok(small[i], s, 1000u + (uint64_t)i), "small block %d lost its pattern", i);
+        fa_free(small[i]);
+    }
+    fa_trim();
+    size_t after = rss_bytes();
+    printf("%zu MiB in blocks: RSS %zu MiB before, %zu MiB at the peak, %zu MiB after fa_trim\n",
+           total >> 20, before >> 20, peak >> 20, after >> 20);
+    CHECK(peak >= before + total);
+    /* The blocks' free spans merge into whole mappings, which go back whole;
+     * what stays is huge pages shared with the allocator's own live spans. */
+    CHECKF(after <= before + total / 10, "RSS %zu MiB after fa_trim, %zu MiB before the blocks",
+           after >> 20, before >> 20);
+    return check_done("test_decay huge_purge");
+}
+
+/* FASTALLOC_HUGEPAGES=1 asks the kernel for transparent huge pages on the
+ * heap's mappings: their VmFlags in /proc/self/smaps carry "hg".  Turned
+ * off from code, the next mapping does not. */
+static int vma_has_flag(const void *p, const char *flag)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    CHECK(f != NULL);
+    char line[512];
+    int in = 0, found = -1;
+    while (found < 0 && fgets(line, sizeof line, f) != NULL) {
+        unsigned long lo, hi;
+        size_t word = strcspn(line, " ");
+        /* A mapping's first line starts "lo-hi "; its fields, "Name:". */
+        if (word > 0 && line[word - 1] != ':' && sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        } else if (in && strncmp(line, "VmFlags:", 8) == 0) {
+            found = 0;
+            for (char *t = strtok(line + 8, " \n"); t != NULL; t = strtok(NULL, " \n"))
+                if (strcmp(t, flag) == 0)
+                    found = 1;
+        }
+    }
+    fclose(f);
+    CHECKF(found >= 0, "no VmFlags for %p in /proc/self/smaps", p);
+    return found;
+}
+
+static int case_huge_advice(void)
+{
+    expect_option("hugepages", 1);
+    if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0) {
+        printf("SKIP: this kernel has no transparent huge pages\n");
+        return 77;
+    }
+    unsigned char *p = fa_malloc(16u << 20);
+    CHECK(p != NULL);
+    memset(p, 1, 16u << 20);
+    CHECKF(vma_has_flag(p, "hg") == 1, "the heap's mapping was not advised MADV_HUGEPAGE");
+    /* Off: the next growth of the heap (a block larger than all its free
+     * space) is not advised. */
+    CHECK(fa_option_set("hugepages", 0) == 0);
+    unsigned char *q = fa_malloc(128u << 20);
+    CHECK(q != NULL);
+    q[0] = 1;
+    CHECKF(vma_has_flag(q, "hg") == 0, "a mapping made with hugepages 0 was advised MADV_HUGEPAGE");
+    CHECKF(vma_has_flag(p, "hg") == 1, "the first mapping lost its advice");
+    fa_free(q);
+    fa_free(p);
+    return check_done("test_decay huge_advice");
+}
+
+/* FASTALLOC_THREAD_CACHE_BYTES=64K: after bursts of frees in many classes,
+ * the one thread's cache holds at most 64 KiB (under the default, 2 MiB,
+ * these bursts leave over 1 MiB in it). */
+static int case_tc_bytes(void)
+{
+    const size_t cap = 64u << 10;
+    expect_option("thread_cache_bytes", (long long)cap);
+    static const size_t sizes[] = {16, 48, 128, 400, 1024, 3072, 8192, 32768};
+    enum { N = 256 };
+    static void *v[N];
+    size_t most = 0, claimed_most = 0;
+    for (int round = 0; round < 4; round++) {
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            for (int i = 0; i < N; i++) {
+                v[i] = fa_malloc(sizes[k]);
+                CHECK(v[i] != NULL);
+                memset(v[i], i, sizes[k]);
+            }
+            for (int i = 0; i < N; i++) {
+                CHECK(((unsigned char *)v[i])[sizes[k] - 1] == (unsigned char)i);
+                fa_free(v[i]);
+            }
+            fa_stats_t st;
+            fa_stats(&st);
+            CHECK(st.threads == 1);
+            if (st.thread_caches > most)
+                most = st.thread_caches;
+            if (st.thread_caches_claimed > claimed_most)
+                claimed_most = st.thread_caches_claimed;
+            CHECKF(st.thread_caches <= cap, "round %d, %zu-byte blocks: the cache holds %zu KiB", round,
+                   sizes[k], st.thread_caches >> 10);
+            CHECKF(st.thread_caches_claimed <= cap, "round %d, %zu-byte blocks: the cache claims %zu KiB",
+                   round, sizes[k], st.thread_caches_claimed >> 10);
+        }
+    }
+    printf("one thread, bursts of %d frees: the cache held at most %zu KiB, claimed %zu KiB (cap %zu KiB)\n",
+           N, most >> 10, claimed_most >> 10, cap >> 10);
+    /* The cache still caches. */
+    CHECK(most > 0);
+
+    /* A list that runs dry takes a span's whole free list at once, however
+     * long.  Spans of 32 KiB blocks (8 to a span) with every other block
+     * free, and the cache emptied by fa_trim: the next allocation gets 4
+     * blocks, 128 KiB, and may keep only what fits in 64 KiB. */
+    enum { M = 64 };
+    static void *w[M];
+    for (int i = 0; i < M; i++) {
+        w[i] = fa_malloc(32u << 10);
+        CHECK(w[i] != NULL);
+        memset(w[i], i, 32u << 10);
+    }
+    for (int i = 0; i < M; i += 2)
+        fa_free(w[i]);
+    fa_trim();
+    void *one = fa_malloc(32u << 10);
+    CHECK(one != NULL);
+    fa_stats_t st;
+    fa_stats(&st);
+    printf("after taking a span's free list of 32 KiB blocks: the cache holds %zu KiB, claims %zu KiB\n",
+           st.thread_caches >> 10, st.thread_caches_claimed >> 10);
+    CHECKF(st.thread_caches <= cap, "the cache holds %zu KiB", st.thread_caches >> 10);
+    CHECKF(st.thread_caches_claimed <= cap, "the cache claims %zu KiB", st.thread_caches_claimed >> 10);
+    fa_free(one);
+    for (int i = 1; i < M; i += 2)
+        fa_free(w[i]);
+    return check_done("test_decay tc_bytes");
+}
+
+/* FASTALLOC_THREAD_CACHE_MAX=256K: 8 threads alive together, each having
+ * freed bursts of small blocks, hold at most 256 KiB together (under the
+ * default, 64 MiB, they hold over 1 MiB). */
+enum { TC_THREADS = 8 };
+static pthread_barrier_t tc_done, tc_go;
+
+static void *burst_and_wait(void *arg)
+{
+    (void)arg;
+    enum { N = 256 };
+    void *v[N];
+    for (size_t s = 64; s <= 1024; s *= 2) {
+        for (int i = 0; i < N; i++) {
+            v[i] = fa_malloc(s);
+            CHECK(v[i] != NULL);
+            memset(v[i], i, s);
+        }
+        for (int i = 0; i < N; i++)
+            fa_free(v[i]);
+    }
+    pthread_barrier_wait(&tc_done);
+    pthread_barrier_wait(&tc_go);
+    return NULL;
+}
+
+static int case_tc_max(void)
+{
+    const size_t bound = 256u << 10;
+    expect_option("thread_cache_max", (long long)bound);
+    CHECK(pthread_barrier_init(&tc_done, NULL, TC_THREADS + 1) == 0);
+    CHECK(pthread_barrier_init(&tc_go, NULL, TC_THREADS + 1) == 0);
+    pthread_t t[TC_THREADS];
+    for (int i = 0; i < TC_THREADS; i++)
+        CHECK(pthread_create(&t[i], NULL, burst_and_wait, NULL) == 0);
+    pthread_barrier_wait(&tc_done);
+    fa_stats_t st;
+    fa_stats(&st);
+    printf("%u threads: caches hold %zu KiB, claim %zu KiB, bound %zu KiB\n", st.threads,
+           st.thread_caches >> 10, st.thread_caches_claimed >> 10, st.thread_caches_bound >> 10);
+    CHECK(st.threads >= TC_THREADS);
+    CHECK(st.thread_caches_bound == bound);
+    CHECKF(st.thread_caches <= bound, "the caches hold %zu KiB", st.thread_caches >> 10);
+    CHECKF(st.thread_caches_claimed <= bound, "the caches claim %zu KiB", st.thread_caches_claimed >> 10);
+    /* They still cache. */
+    CHECK(st.thread_caches > 0);
+    pthread_barrier_wait(&tc_go);
+    for (int i = 0; i < TC_THREADS; i++)
+        CHECK(pthread_join(t[i], NULL) == 0);
+    return check_done("test_decay tc_max");
+}
+
 int main(int argc, char **argv)
 {
+    static const struct {
+        const char *name;
+        int (*run)(void);
+    } cases[] = {
+        {"peak", case_peak},           {"trim", case_trim},
+        {"bound", case_bound},         {"churn", case_churn},
+        {"inflight", case_inflight},   {"merged", case_merged},
+        {"calloc_zero", case_calloc_zero}, {"madv_free", case_madv_free},
+        {"huge_purge", case_huge_purge}, {"huge_advice", case_huge_advice},
+        {"tc_bytes", case_tc_bytes},   {"tc_max", case_tc_max},
+    };
     const char *c = argc > 1 ? argv[1] : "";
-    if (strcmp(c, "peak") == 0)
-        return case_peak();
-    if (strcmp(c, "trim") == 0)
-        return case_trim();
-    if (strcmp(c, "bound") == 0)
-        return case_bound();
-    if (strcmp(c, "churn") == 0)
-        return case_churn();
-    if (strcmp(c, "inflight") == 0)
-        return case_inflight();
-    if (strcmp(c, "merged") == 0)
-        return case_merged();
-    fprintf(stderr, "usage: test_decay peak|trim|bound|churn|inflight|merged\n");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (strcmp(c, cases[i].name) == 0)
+            return cases[i].run();
+    fprintf(stderr, "usage: test_decay CASE, one of:");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        fprintf(stderr, " %s", cases[i].name);
+    fprintf(stderr, "\n");
     return 2;
 }

@@ -238,10 +238,13 @@ void *fa__tc_alloc_slow(size_t size)
     tc->avail[cls] -= (int32_t)(got - 1);
     if (tc->avail[cls] < 0) {
         /* A span's whole free list came, more than the list may hold: keep
-         * the surplus if the global bound allows (a cache over its share
-         * sheds it at its next scavenge), else it goes straight back. */
+         * the surplus if the cache's share and the global bound allow, else
+         * it goes straight back.  Kept past the share, it stayed until the
+         * thread's next scavenge (for good, if the thread went idle), so
+         * thread_cache_bytes bounded nothing. */
         unsigned over = (unsigned)-tc->avail[cls];
-        if (claim(tc, (size_t)over * ci->size)) {
+        size_t bytes = (size_t)over * ci->size;
+        if (tc->max_bytes + bytes <= share() && claim(tc, bytes)) {
             tc->maxlen[cls] += over;
             tc->avail[cls] = 0;
         } else {
