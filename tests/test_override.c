@@ -137,7 +137,7 @@ static void test_malloc_trim(void)
     enum { N = 8 };
     void *blk[N];
     for (int i = 0; i < N; i++) {
-        blk[i] = malloc(MiB);
+        blk[i] = opaque_ptr(malloc(MiB)); /* (or the compiler drops the pair) */
         CHECK(blk[i] != NULL);
         memset(blk[i], i + 1, MiB);
     }
