@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fastalloc.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +98,72 @@ static void free_all(uint64_t *rng)
     }
 }
 
+/* ---- large aligned blocks across threads: one thread allocates them,
+ * another checks them and reallocs half of them (grown and shrunk), a third
+ * frees them all.  Alignments of 16 KiB and more are large blocks whatever
+ * the size (no class has them), cut from bigger free spans with a head left
+ * over; sizes below and above the 256 KiB bound, so both kinds of large
+ * request meet.  All blocks stay alive until the last thread, with their
+ * patterns checked at each hand-over: a block that overlapped a neighbour
+ * or a left-over head would be caught. */
+static void *remote_alloc(void *arg)
+{
+    (void)arg;
+    for (size_t a = 16 * KiB; a <= 4 * MiB; a *= 2) {
+        const size_t sizes[] = {1, 100000, 256 * KiB - 1, 256 * KiB + 1, a + 1, MiB + 3 * KiB};
+        for (int how = 0; how < HOW_N; how++)
+            for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++)
+                add(how, a, sizes[j]);
+    }
+    verify_all();
+    return NULL;
+}
+
+static void *remote_realloc(void *arg)
+{
+    (void)arg;
+    verify_all();
+    for (size_t i = 0; i < nblk; i += 2) {
+        struct blk *b = &blks[i];
+        /* grow past the block's pages, or shrink to less than half */
+        size_t to = i % 4 == 0 ? b->size * 2 + 5 * KiB : b->size / 3 + 1;
+        size_t keep = to < b->size ? to : b->size;
+        unsigned char *q = fa_realloc(b->p, to);
+        CHECKF(q != NULL, "realloc %zu -> %zu", b->size, to);
+        CHECK(fa_owns(q) == 1);
+        size_t bad = pat_find_bad(q, keep, b->seed);
+        CHECKF(bad == (size_t)-1, "realloc of a %zu-aligned block %zu -> %zu lost byte %zu", b->align,
+               b->size, to, bad);
+        size_t u = fa_malloc_usable_size(q);
+        CHECKF(u >= to, "realloc %zu -> %zu: usable %zu", b->size, to, u);
+        b->p = q;
+        b->size = u;
+        b->align = 16; /* realloc keeps only the malloc alignment */
+        pat_fill(q, u, b->seed);
+    }
+    verify_all();
+    return NULL;
+}
+
+static void *remote_free(void *arg)
+{
+    uint64_t *rng = arg;
+    verify_all();
+    free_all(rng);
+    return NULL;
+}
+
+static void test_remote_large(uint64_t *rng)
+{
+    void *(*const steps[])(void *) = {remote_alloc, remote_realloc, remote_free};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, steps[i], rng) == 0);
+        CHECK(pthread_join(t, NULL) == 0);
+    }
+    CHECK(nblk == 0);
+}
+
 int main(void)
 {
     uint64_t rng = 0x1234567;
@@ -155,5 +222,7 @@ int main(void)
         verify_all();
         free_all(&rng);
     }
+
+    test_remote_large(&rng);
     return check_done("test_align");
 }

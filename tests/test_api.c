@@ -631,6 +631,115 @@ static void test_realloc_in_place(void)
         fa_free(junk[i]);
 }
 
+/* ------------------------------------------------------------ realloc at every class boundary */
+
+/* One realloc of a block that holds the pattern of seed on its first `from`
+ * bytes: the prefix survives, the result is a block of its own with room
+ * for `to` bytes, and a small result is exactly the class of `to` (a block
+ * left in a class bigger than its size would break sized free, and one in a
+ * smaller class has no room).  The new bytes get the pattern too, so the
+ * block is whole for the next step. */
+static unsigned char *realloc_step(unsigned char *p, size_t from, size_t to, uint64_t seed)
+{
+    unsigned char *q = fa_realloc(p, to);
+    CHECKF(q != NULL, "realloc %zu -> %zu", from, to);
+    CHECKF(fa_owns(q) == 1, "realloc %zu -> %zu: %p not a block", from, to, (void *)q);
+    size_t u = fa_malloc_usable_size(q);
+    if (to <= MAX_SMALL)
+        CHECKF(u == expected_usable(to), "realloc %zu -> %zu: usable %zu, class %zu", from, to, u,
+               expected_usable(to));
+    else
+        CHECKF(u >= to, "realloc %zu -> %zu: usable %zu", from, to, u);
+    size_t keep = from < to ? from : to;
+    size_t bad = pat_find_bad(q, keep, seed);
+    CHECKF(bad == (size_t)-1, "realloc %zu -> %zu lost byte %zu of %zu", from, to, bad, keep);
+    if (to > from)
+        pat_fill_range(q, from, to, seed);
+    return q;
+}
+
+/* Blocks of the class of n, each with its own pattern: taken just before a
+ * realloc into that class, they are the blocks next to the one it gets, and
+ * a copy that ran past the new block's end would land in one of them. */
+enum { GUARDS = 2 };
+
+static void guards_take(unsigned char **g, size_t n, uint64_t seed)
+{
+    for (int i = 0; i < GUARDS; i++) {
+        g[i] = fa_malloc(n);
+        CHECK(g[i] != NULL);
+        pat_fill(g[i], n, seed + 1000 + (uint64_t)i);
+    }
+}
+
+static void guards_check_free(unsigned char **g, size_t n, uint64_t seed, size_t from, size_t to)
+{
+    for (int i = 0; i < GUARDS; i++) {
+        size_t bad = pat_find_bad(g[i], n, seed + 1000 + (uint64_t)i);
+        CHECKF(bad == (size_t)-1, "realloc %zu -> %zu overwrote a neighbour at +%zu", from, to, bad);
+        fa_free(g[i]);
+    }
+}
+
+static void test_realloc_boundaries(void)
+{
+    /* Every class size c, with c - 1 and c + 1 around it (c + 1 of the last
+     * class is the first large size), then large sizes around 8 KiB pages. */
+    static size_t sizes[400];
+    size_t ns = 0;
+    for (size_t c = expected_usable(1);; c = expected_usable(c + 1)) {
+        if (c > 1 && (ns == 0 || sizes[ns - 1] < c - 1))
+            sizes[ns++] = c - 1;
+        sizes[ns++] = c;
+        sizes[ns++] = c + 1;
+        if (c >= MAX_SMALL)
+            break;
+    }
+    const size_t large[] = {MAX_SMALL + PAGE8K - 1, MAX_SMALL + PAGE8K, MAX_SMALL + PAGE8K + 1,
+                            300000, MiB - 1, MiB, MiB + 1, 3 * MiB + 1};
+    for (size_t i = 0; i < sizeof large / sizeof large[0]; i++)
+        sizes[ns++] = large[i];
+    CHECK(ns <= sizeof sizes / sizeof sizes[0]);
+    for (size_t i = 1; i < ns; i++)
+        CHECKF(sizes[i] > sizes[i - 1], "size list not increasing at %zu", i);
+
+    /* One block grown through every size, then shrunk through every size. */
+    unsigned char *p = fa_malloc(sizes[0]);
+    CHECK(p != NULL);
+    pat_fill(p, sizes[0], 71);
+    for (size_t i = 1; i < ns; i++)
+        p = realloc_step(p, sizes[i - 1], sizes[i], 71);
+    for (size_t i = ns - 1; i > 0; i--)
+        p = realloc_step(p, sizes[i], sizes[i - 1], 71);
+    fa_free(p);
+
+    /* Each boundary crossed on its own, both ways, with live neighbours in
+     * the class the block moves to; and each small size into a large block
+     * and back. */
+    unsigned char *g[GUARDS];
+    for (size_t i = 0; i + 1 < ns; i++) {
+        size_t a = sizes[i], b = sizes[i + 1];
+        uint64_t seed = 5000 + i;
+        p = fa_malloc(a);
+        CHECK(p != NULL);
+        pat_fill(p, a, seed);
+        guards_take(g, b, seed);
+        p = realloc_step(p, a, b, seed);
+        guards_check_free(g, b, seed, a, b);
+        guards_take(g, a, seed);
+        p = realloc_step(p, b, a, seed);
+        guards_check_free(g, a, seed, b, a);
+        if (a <= MAX_SMALL) {
+            p = realloc_step(p, a, MiB + 1, seed);
+            guards_take(g, a, seed);
+            p = realloc_step(p, MiB + 1, a, seed);
+            guards_check_free(g, a, seed, MiB + 1, a);
+        }
+        CHECK(pat_ok(p, a, seed));
+        fa_free(p);
+    }
+}
+
 /* ------------------------------------------------------------ reallocarray */
 static void test_reallocarray(void)
 {
@@ -871,6 +980,7 @@ int main(int argc, char **argv)
     test_aligned_api();
     test_realloc();
     test_realloc_in_place();
+    test_realloc_boundaries();
     test_reallocarray();
     test_usable_and_null();
     test_free_sized();

@@ -36,6 +36,125 @@ static void *thread_alloc(void *arg)
     return s;
 }
 
+/* A symbol that must be found: the names below are not all declared by
+ * every C library's headers (cfree went in glibc 2.26). */
+static void *sym(const char *name)
+{
+    void *f = dlsym(RTLD_DEFAULT, name);
+    CHECKF(f != NULL, "dlsym(%s) found nothing", name);
+    return f;
+}
+
+/* glibc's internal names, which glibc itself and some programs call: each
+ * must be fastalloc's function (a name left to glibc hands out glibc blocks,
+ * which fa_owns does not know, or frees fastalloc blocks with glibc's free,
+ * which aborts), and behave as its public twin. */
+static void test_libc_names(void)
+{
+    void *(*l_malloc)(size_t) = (void *(*)(size_t))sym("__libc_malloc");
+    void (*l_free)(void *) = (void (*)(void *))sym("__libc_free");
+    void *(*l_calloc)(size_t, size_t) = (void *(*)(size_t, size_t))sym("__libc_calloc");
+    void *(*l_realloc)(void *, size_t) = (void *(*)(void *, size_t))sym("__libc_realloc");
+    void *(*l_memalign)(size_t, size_t) = (void *(*)(size_t, size_t))sym("__libc_memalign");
+    void *(*l_valloc)(size_t) = (void *(*)(size_t))sym("__libc_valloc");
+    void *(*l_pvalloc)(size_t) = (void *(*)(size_t))sym("__libc_pvalloc");
+    int (*p_memalign)(void **, size_t, size_t) = (int (*)(void **, size_t, size_t))sym("__posix_memalign");
+    void (*c_free)(void *) = (void (*)(void *))sym("cfree");
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+    unsigned char *p = opaque_ptr(l_malloc(300));
+    CHECK(p != NULL && owned(p) && malloc_usable_size(p) == 320);
+    pat_fill(p, 300, 1);
+    /* grown into another class, then into a large block: the contents move */
+    p = opaque_ptr(l_realloc(p, 5000));
+    CHECK(p != NULL && owned(p) && pat_ok(p, 300, 1));
+    pat_fill(p, 5000, 1);
+    p = opaque_ptr(l_realloc(p, MiB));
+    CHECK(p != NULL && owned(p) && malloc_usable_size(p) == MiB && pat_ok(p, 5000, 1));
+    l_free(p);
+    CHECK(!owned(p)); /* a large block, freed: its span is free */
+
+    unsigned char *z = opaque_ptr(l_malloc(4000));
+    CHECK(z != NULL && owned(z));
+    memset(z, 0xff, 4000);
+    free(z);
+    z = opaque_ptr(l_calloc(40, 100));
+    CHECK(z != NULL && owned(z) && all_bytes(z, 4000, 0));
+    l_free(z);
+    z = opaque_ptr(l_calloc(3, MiB));
+    CHECK(z != NULL && owned(z) && all_bytes(z, 3 * MiB, 0));
+    l_free(z);
+
+    void *a = opaque_ptr(l_memalign(4096, 100));
+    CHECK(a != NULL && owned(a) && ((uintptr_t)a & 4095) == 0);
+    pat_fill(a, 100, 2);
+    free(a);
+    a = opaque_ptr(l_memalign(64 * KiB, 70000));
+    CHECK(a != NULL && owned(a) && ((uintptr_t)a & (64 * KiB - 1)) == 0);
+    free(a);
+    a = opaque_ptr(l_valloc(10));
+    CHECK(a != NULL && owned(a) && ((uintptr_t)a & (page - 1)) == 0);
+    free(a);
+    a = opaque_ptr(l_pvalloc(page + 1));
+    CHECK(a != NULL && owned(a) && ((uintptr_t)a & (page - 1)) == 0);
+    CHECK(malloc_usable_size(a) >= 2 * page);
+    free(a);
+    a = NULL;
+    CHECK(p_memalign(&a, 256, 1000) == 0);
+    CHECK(a != NULL && owned(a) && ((uintptr_t)a & 255) == 0);
+    free(a);
+    a = &a;
+    CHECK(p_memalign(&a, 24, 100) == EINVAL && a == &a);
+
+    /* cfree is free: a large block's span is free afterwards, and its bytes
+     * leave the statistics. */
+    fa_stats_t st0, st1;
+    fa_stats(&st0);
+    p = opaque_ptr(malloc(2 * MiB));
+    CHECK(p != NULL && owned(p));
+    fa_stats(&st1);
+    CHECK(st1.large == st0.large + 2 * MiB);
+    c_free(p);
+    fa_stats(&st1);
+    CHECK(st1.large == st0.large && !owned(p));
+    p = opaque_ptr(malloc(50));
+    CHECK(owned(p));
+    c_free(p);
+    /* a small block freed by cfree is the next one handed out */
+    CHECK(opaque_ptr(malloc(50)) == p);
+    free(p);
+}
+
+/* malloc_trim(0) gives back free pages: 1 when it released any, 0 when
+ * there was nothing to release. */
+static void test_malloc_trim(void)
+{
+    /* No purge but the trim's: none at the frees, none with time. */
+    long long delay;
+    CHECK(fa_option_get("purge_delay_ms", &delay) == 0);
+    CHECK(fa_option_set("purge_delay_ms", -1) == 0);
+    fa_trim();
+    enum { N = 8 };
+    void *blk[N];
+    for (int i = 0; i < N; i++) {
+        blk[i] = opaque_ptr(malloc(MiB)); /* (or the compiler drops the pair) */
+        CHECK(blk[i] != NULL);
+        memset(blk[i], i + 1, MiB);
+    }
+    for (int i = 0; i < N; i++)
+        free(blk[i]);
+    fa_stats_t st0, st1;
+    fa_stats(&st0);
+    CHECKF(st0.dirty >= N * MiB, "only %zu bytes dirty after freeing %d MiB", st0.dirty, (int)N);
+    CHECK(malloc_trim(0) == 1);
+    fa_stats(&st1);
+    CHECKF(st1.dirty == 0 && st1.purged_total >= st0.purged_total + N * MiB,
+           "malloc_trim left %zu bytes dirty, purged %zu", st1.dirty, st1.purged_total - st0.purged_total);
+    /* Nothing freed since: nothing to give back. */
+    CHECK(malloc_trim(0) == 0);
+    CHECK(fa_option_set("purge_delay_ms", delay) == 0);
+}
+
 int main(void)
 {
     /* malloc & co hand out fastalloc blocks. */
@@ -132,6 +251,8 @@ int main(void)
     p = opaque_ptr(libc_malloc(77));
     CHECK(p != NULL && owned(p));
     libc_free(p);
+    test_libc_names();
+    test_malloc_trim();
     /* And dlsym("malloc") is ours. */
     void *(*dl_malloc)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "malloc");
     CHECK(dl_malloc != NULL);
