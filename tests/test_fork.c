@@ -139,6 +139,23 @@ static void on_alarm(int sig)
     _exit(1);
 }
 
+/* Wait for child n (pid) to exit 0; the alarm ends the test after secs if
+ * it hangs (and kills it). */
+static void wait_child(pid_t pid, int n, unsigned secs)
+{
+    waiting_for = pid;
+    alarm(secs);
+    int st = 0;
+    pid_t w;
+    do
+        w = waitpid(pid, &st, 0);
+    while (w < 0 && errno == EINTR);
+    alarm(0);
+    CHECK(w == pid);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d: status %#x%s", n, st,
+           WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM ? " (hung)" : "");
+}
+
 /* Fork, let the child run fn, and check that it exits 0.  The alarm ends
  * the test if the child hangs (and kills it). */
 static void fork_and_wait(int n, void (*fn)(int))
@@ -152,17 +169,7 @@ static void fork_and_wait(int n, void (*fn)(int))
         fn(n);
         _exit(0);
     }
-    waiting_for = pid;
-    alarm(90);
-    int st = 0;
-    pid_t w;
-    do
-        w = waitpid(pid, &st, 0);
-    while (w < 0 && errno == EINTR);
-    alarm(0);
-    CHECK(w == pid);
-    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d: status %#x%s", n, st,
-           WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM ? " (hung)" : "");
+    wait_child(pid, n, 90);
 }
 
 /* ---- background */
@@ -333,17 +340,7 @@ int main(int argc, char **argv)
             fa_free(held);
             child(n);
         }
-        waiting_for = pid;
-        alarm(30);
-        int st = 0;
-        pid_t w;
-        do
-            w = waitpid(pid, &st, 0);
-        while (w < 0 && errno == EINTR);
-        alarm(0);
-        CHECK(w == pid);
-        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d: status %#x%s", n, st,
-               WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM ? " (hung)" : "");
+        wait_child(pid, n, 30);
         /* The parent's copy is untouched by the child's free. */
         CHECK(pat_ok(held, 100000, 4242));
     }
