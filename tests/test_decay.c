@@ -755,6 +755,104 @@ static int case_tc_max(void)
     return check_done("test_decay tc_max");
 }
 
+/* Page faults of this process so far. */
+static long minor_faults(void)
+{
+    struct rusage ru;
+    CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
+    return ru.ru_minflt;
+}
+
+/* A heap that churns large blocks keeps its pages: after a warm-up, reusing
+ * freed memory takes at most a few page faults per replacement, not one
+ * per page (a 2-8 MiB block has 512-2048 pages).  The purge delay is a
+ * minute, so that only the rules at a free are tested, not the timer. */
+static int case_reuse(void)
+{
+    CHECK(fa_option_set("purge_delay_ms", 60 * 1000) == 0);
+    enum { LIVE = 16, WARM = 200, ROUNDS = FA_TEST_SLOW ? 200 : 1000 };
+    static unsigned char *live[LIVE];
+    static size_t size[LIVE];
+    uint64_t rng = 42;
+    long faults = 0;
+    for (int r = 0; r < WARM + ROUNDS; r++) {
+        if (r == WARM)
+            faults = minor_faults();
+        unsigned i = (unsigned)rng_below(&rng, LIVE);
+        if (live[i] != NULL) {
+            CHECK(live[i][0] == (unsigned char)i && live[i][size[i] - 1] == (unsigned char)i);
+            fa_free(live[i]);
+        }
+        size[i] = (2u << 20) + (size_t)rng_below(&rng, 6u << 20);
+        live[i] = fa_malloc(size[i]);
+        CHECK(live[i] != NULL);
+        memset(live[i], (int)i, size[i]); /* every page, as a program would */
+    }
+    faults = minor_faults() - faults;
+    fa_stats_t st;
+    fa_stats(&st);
+    printf("%d replacements of 2-8 MiB blocks among %d: %ld page faults (%.1f each), "
+           "%zu MiB mapped, %zu MiB purged\n", ROUNDS, LIVE, faults, (double)faults / ROUNDS,
+           st.mapped >> 20, st.purged_total >> 20);
+    CHECKF(faults <= 4 * ROUNDS, "%ld page faults for %d replacements", faults, ROUNDS);
+    for (unsigned i = 0; i < LIVE; i++)
+        fa_free(live[i]);
+    return check_done("test_decay reuse");
+}
+
+/* Threads that start, allocate, hand blocks to the next thread and exit:
+ * an exit is no fall in use when the next thread allocates as much again,
+ * so it must not purge what the next thread reuses. */
+enum { HAND = 24 };
+static void *hand_on(void *arg)
+{
+    unsigned char **blocks = arg;
+    for (int i = 0; i < HAND; i++) {
+        if (blocks[i] != NULL) {
+            CHECK(blocks[i][0] == 0x5a);
+            fa_free(blocks[i]);
+        }
+        blocks[i] = fa_malloc(300u << 10);
+        CHECK(blocks[i] != NULL);
+        memset(blocks[i], 0x5a, 300u << 10);
+    }
+    /* And a burst of its own, freed before it exits. */
+    void *own[64];
+    for (int i = 0; i < 64; i++) {
+        own[i] = fa_malloc(300u << 10);
+        CHECK(own[i] != NULL);
+        memset(own[i], 1, 300u << 10);
+    }
+    for (int i = 0; i < 64; i++)
+        fa_free(own[i]);
+    return NULL;
+}
+
+static int case_thread_reuse(void)
+{
+    CHECK(fa_option_set("purge_delay_ms", 60 * 1000) == 0);
+    enum { WARM = 10, GENS = FA_TEST_SLOW ? 40 : 200 };
+    static unsigned char *blocks[HAND];
+    long faults = 0;
+    for (int g = 0; g < WARM + GENS; g++) {
+        if (g == WARM)
+            faults = minor_faults();
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, hand_on, blocks) == 0);
+        CHECK(pthread_join(t, NULL) == 0);
+    }
+    faults = minor_faults() - faults;
+    /* Each generation writes 88 blocks of 300 KiB: 6,600 pages. */
+    fa_stats_t st;
+    fa_stats(&st);
+    printf("%d thread generations: %ld page faults (%.1f each), %zu MiB mapped, %zu MiB purged\n", GENS,
+           faults, (double)faults / GENS, st.mapped >> 20, st.purged_total >> 20);
+    CHECKF(faults <= 100 * GENS, "%ld page faults for %d generations", faults, GENS);
+    for (int i = 0; i < HAND; i++)
+        fa_free(blocks[i]);
+    return check_done("test_decay thread_reuse");
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -767,6 +865,7 @@ int main(int argc, char **argv)
         {"calloc_zero", case_calloc_zero}, {"madv_free", case_madv_free},
         {"huge_purge", case_huge_purge}, {"huge_advice", case_huge_advice},
         {"tc_bytes", case_tc_bytes},   {"tc_max", case_tc_max},
+        {"reuse", case_reuse},         {"thread_reuse", case_thread_reuse},
     };
     const char *c = argc > 1 ? argv[1] : "";
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

@@ -412,6 +412,7 @@ static size_t purge_all_locked(void)
 /* Spans the policy finds old enough go back to the OS. */
 static size_t purge_aged_locked(uint64_t now)
 {
+    fa__purge_note_look(now);
     size_t n = 0;
     struct fa__span *s = ph.dirty.dnext;
     for (int i = 0; s != &ph.dirty && i < PURGE_SCAN_MAX; i++) {
@@ -514,6 +515,7 @@ struct fa__span *fa__ph_alloc(size_t npages, size_t align_pages, unsigned state,
         return NULL;
     }
     mark_used(s, state, cls);
+    fa__purge_note_use(in_use());
     fa__unlock(&fa__ph_lock);
     return s;
 }
@@ -583,6 +585,7 @@ bool fa__ph_resize(struct fa__span *s, size_t npages)
             s->npages = npages;
             ph.st.large_bytes += extra * FA_PAGE_SIZE;
             ok = true;
+            fa__purge_note_use(in_use());
         }
     }
     fa__unlock(&fa__ph_lock);

@@ -1,14 +1,27 @@
-/* The purge policy today:
- *  - at a free: dirty memory may grow to 1/8 of the memory in use, and at
- *    least 16 MiB; past that it is purged down to half that cap, so a
- *    program whose use falls from a peak gives memory back during its
- *    frees, with no timer and no later call.  Purging in bursts lets freed
- *    spans coalesce first: fewer, larger madvise calls.
- *  - at a thread's exit: the same cap with no floor;
+/* The purge policy: purge what will not be reused, keep what will.
+ *
+ * Purged pages fault again when they are reused: a program that frees and
+ * soon reallocates the same amount of memory should keep its pages, and one
+ * whose use really falls should give them back at once, with no timer and no
+ * later call.  So:
+ *  - at a free, or a thread's exit, dirty memory is purged only after a real
+ *    fall: when the memory in use is at most half its recent peak (the
+ *    highest over the last one to two purge delays).  Then dirty memory may
+ *    stay up to 1/8 of the memory in use, and at least 16 MiB; past that it
+ *    is purged down to half that cap, in bursts, so that freed spans
+ *    coalesce first and the madvise calls are few and large;
+ *  - a fall keeps a reserve, though: the largest rebound of the recent
+ *    windows (memory in use that grew again after a fall).  A program that
+ *    cycles, whose threads come and go or whose rounds free and take the
+ *    same memory again, pays its page faults in the first cycle only;
  *  - with time: a span dirty for the purge delay is purged by the next
  *    look, which the page heap makes at most every delay/4 ms and the
- *    decay tick every delay/2 ms (10 ms to 5 s);
- *  - a delay of 0 purges every free at once, -1 never. */
+ *    decay tick every delay/2 ms (10 ms to 5 s).  Memory reused within the
+ *    delay never faults;
+ *  - a delay of 0 purges every free at once, -1 never.
+ * A thread's exit used to purge with no floor, and a free past 1/8 of the
+ * memory in use even with no fall: a heap churning large blocks or threads
+ * then faulted the same pages back in on every cycle (docs/HISTORY.md). */
 #include "policy/purge.h"
 #include "base/clock.h"
 #include "base/options.h"
@@ -25,12 +38,70 @@ static long delay_ms(void)
     return __atomic_load_n(&fa__opt.purge_delay_ms, __ATOMIC_RELAXED);
 }
 
-static size_t shed_target(size_t in_use, size_t dirty, size_t floor)
+/* What the policy remembers, over windows of one purge delay; a value is
+ * the higher (or lower) of the current window's and the one before, so it
+ * is remembered for one to two delays:
+ *  - the peak of the memory in use, to tell a fall;
+ *  - whether a fall happened, and the lowest use since: growth after a fall
+ *    is a rebound, memory that the program frees and takes again;
+ *  - the largest rebound: the reserve of dirty memory a fall keeps, so that
+ *    a program that cycles (threads that come and go, a batch job's rounds)
+ *    faults its pages in once, not at every cycle. */
+struct window {
+    size_t peak, low, rebound;
+    bool fell;
+};
+
+static struct {
+    struct window cur, prev;
+    uint64_t start;
+} hist = {.cur = {.low = SIZE_MAX}, .prev = {.low = SIZE_MAX}};
+
+static size_t max_z(size_t a, size_t b) { return a > b ? a : b; }
+static size_t min_z(size_t a, size_t b) { return a < b ? a : b; }
+
+void fa__purge_note_use(size_t in_use)
 {
-    size_t cap = in_use >> DIRTY_RATIO_SHIFT;
-    if (cap < floor)
-        cap = floor;
-    return dirty > cap ? cap / 2 : FA_PURGE_NONE;
+    hist.cur.peak = max_z(hist.cur.peak, in_use);
+    if (hist.cur.fell || hist.prev.fell) {
+        size_t low = min_z(hist.cur.low, hist.prev.low);
+        if (low != SIZE_MAX && in_use > low)
+            hist.cur.rebound = max_z(hist.cur.rebound, in_use - low);
+    }
+}
+
+void fa__purge_note_look(uint64_t now)
+{
+    long d = delay_ms();
+    if (d <= 0 || now - hist.start < (uint64_t)d)
+        return;
+    /* Two windows or more since the last roll: the one before saw nothing
+     * newer than the current one. */
+    if (now - hist.start < 2 * (uint64_t)d)
+        hist.prev = hist.cur;
+    else
+        hist.prev = (struct window){.low = SIZE_MAX};
+    /* The current window starts from where use stands. */
+    hist.cur = (struct window){.peak = hist.prev.peak, .low = SIZE_MAX};
+    hist.start = now;
+}
+
+static size_t shed_target(size_t in_use, size_t dirty)
+{
+    size_t cap = max_z(in_use >> DIRTY_RATIO_SHIFT, DIRTY_FLOOR);
+    if (dirty <= cap)
+        return FA_PURGE_NONE;
+    size_t peak = max_z(max_z(hist.cur.peak, hist.prev.peak), in_use);
+    if (in_use > peak / 2)
+        return FA_PURGE_NONE; /* no fall: what was freed will be reused */
+    hist.cur.fell = true;
+    hist.cur.low = min_z(hist.cur.low, in_use);
+    /* The reserve comes on top of half the cap: dirty memory hovers around
+     * the rebound itself, and a purge takes whole spans, oldest first, so a
+     * reserve of exactly the rebound would purge a large span whenever the
+     * program freed a little more than it took back. */
+    size_t keep = cap / 2 + max_z(hist.cur.rebound, hist.prev.rebound);
+    return dirty > keep ? keep : FA_PURGE_NONE;
 }
 
 size_t fa__purge_after_free(size_t in_use, size_t dirty)
@@ -40,14 +111,13 @@ size_t fa__purge_after_free(size_t in_use, size_t dirty)
         return 0;
     if (d < 0)
         return FA_PURGE_NONE;
-    return shed_target(in_use, dirty, DIRTY_FLOOR);
+    hist.cur.low = min_z(hist.cur.low, in_use);
+    return shed_target(in_use, dirty);
 }
 
 size_t fa__purge_at_exit(size_t in_use, size_t dirty)
 {
-    if (delay_ms() < 0)
-        return FA_PURGE_NONE;
-    return shed_target(in_use, dirty, 0);
+    return fa__purge_after_free(in_use, dirty);
 }
 
 bool fa__purge_look_due(uint64_t last_ms, uint64_t *now_ms)

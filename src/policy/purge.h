@@ -11,13 +11,23 @@
 /* "Purge nothing now." */
 #define FA_PURGE_NONE SIZE_MAX
 
+/* The policy keeps a little state of its own (the recent peak of the memory
+ * in use), guarded by the page heap's lock: every function below is called
+ * with it held. */
+
+/* The memory in use just grew to in_use bytes. */
+void fa__purge_note_use(size_t in_use) FA_HIDDEN;
+
 /* A span was just freed: purge dirty memory down to the bytes returned, or
  * FA_PURGE_NONE.  in_use: bytes in spans in use; dirty: dirty free bytes. */
 size_t fa__purge_after_free(size_t in_use, size_t dirty) FA_HIDDEN;
 
-/* A thread exited, a strong sign that its memory will not be reused soon:
- * the same answer, with no floor. */
+/* A thread exited: the same question. */
 size_t fa__purge_at_exit(size_t in_use, size_t dirty) FA_HIDDEN;
+
+/* The page heap's timed look at its dirty spans, at now: the policy's clock
+ * for forgetting old peaks. */
+void fa__purge_note_look(uint64_t now_ms) FA_HIDDEN;
 
 /* Is the page heap's timed look at old dirty spans due?  last_ms: when it
  * last looked.  Reads the clock only when a look could purge. */
