@@ -133,6 +133,14 @@ TABLE_INTRO = {
                       "median = VmRSS 5 s after the last free (lower is better).",
     "many-threads": "256 threads at once, each allocating 1 MiB in 16..512 B blocks, freeing it, 4 "
                     "times. peak RSS = ru_maxrss; max VmRSS = highest 10 ms sample.",
+    "churn": "Where giving memory back costs page faults. large-churn: 20 live buffers of 5..25 MiB, "
+             "each written whole when allocated; a random one is checked, freed and replaced, 500 "
+             "times. thread-churn: 2 chains of short-lived threads; each allocates 256 blocks (16 B.."
+             "64 KiB, 1 in 32 ~270 KB), writes them, frees the half its predecessor handed it and half "
+             "its own, hands the rest to the thread it starts, and exits. median = seconds for the "
+             "whole run (lower is better); faults = minor page faults of the process: an allocator "
+             "that unmaps or purges what it will soon reuse pays one per page (zeroed by the kernel) "
+             "each time.",
 }
 
 
@@ -175,7 +183,9 @@ def report_head(meta: dict, allocs, skipped, quick) -> list[str]:
     for name, why in skipped:
         lines.append(f"| {name} | skipped: {why} | - |")
     lines += ["", "Columns: median of the rounds, min-max over the rounds, spread = (max-min)/median, "
-              "peak RSS = highest ru_maxrss of the rounds (whole process), vs glibc = the row's median "
+              "peak RSS = highest ru_maxrss of the rounds (whole process), faults = median of the "
+              "minor page faults of the rounds (ru_minflt, whole process: pages touched that were "
+              "not mapped, each zeroed by the kernel), vs glibc = the row's median "
               "against glibc's, vs best other = against the best median among the other allocators "
               "(named). Ratios are oriented so that below 1.00x is better, also for throughput. "
               "See bench/README.md.", ""]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .allocators import Allocator
 from .programs import Programs, is_ours
-from .stats import fmt_clock, fmt_num, fmt_rss
+from .stats import fmt_clock, fmt_count, fmt_num, fmt_rss
 from .verify import check_report
 from .workloads import Plan, Workload, row_name
 
@@ -31,6 +31,7 @@ class RunResult:
     ok: bool
     value: float | None = None
     maxrss_kib: int | None = None
+    minflt: int | None = None   # minor page faults of the whole process (ru_minflt)
     wall_s: float | None = None
     error: str = ""
     output: dict = field(default_factory=dict)
@@ -206,6 +207,9 @@ class Runner:
             raise RunFailed(f"timed out after {timeout:.0f} s")
         measured, exit_code, sig = self._measurements(done)
         res.maxrss_kib = int(measured.get("maxrss_kib", 0)) or None
+        # A process always takes some faults (its exec, its loader): a missing
+        # count, from a runwrap built before it reported them, is None, not 0.
+        res.minflt = int(measured.get("minflt", 0)) or None
         res.wall_s = float(measured.get("wall_s", done.wall))
         if exit_code != 0 or sig:
             raise RunFailed(describe_status(exit_code, sig))
@@ -276,7 +280,8 @@ class Runner:
         sig = 0
         ru = done.rusage
         measured = {"wall_s": done.wall, "maxrss_kib": ru.ru_maxrss,
-                    "utime_s": ru.ru_utime, "stime_s": ru.ru_stime}
+                    "utime_s": ru.ru_utime, "stime_s": ru.ru_stime,
+                    "minflt": ru.ru_minflt, "majflt": ru.ru_majflt}
         if exit_code < 0:
             sig, exit_code = -exit_code, -1
         if not self.runwrap:
@@ -392,8 +397,8 @@ class Suite:
     def _record(self, r: RunResult, cmd: str, w: Workload, prefix: str) -> None:
         self.runs.append(r)
         if r.ok:
-            print(f"{prefix} {fmt_num(r.value):>7} {w.unit}  rss {fmt_rss(r.maxrss_kib)}",
-                  file=sys.stderr)
+            print(f"{prefix} {fmt_num(r.value):>7} {w.unit}  rss {fmt_rss(r.maxrss_kib)}"
+                  f"  faults {fmt_count(r.minflt)}", file=sys.stderr)
             return
         self.failures.append((r, cmd))
         print(f"{prefix} FAILED: {r.error}", file=sys.stderr)

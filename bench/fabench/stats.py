@@ -24,6 +24,17 @@ def fmt_num(v: float | None) -> str:
     return f"{v:.2f}"
 
 
+def fmt_count(n: float | None) -> str:
+    """A count such as page faults: 812, 45.3k, 7.68M."""
+    if n is None or n < 0:
+        return "-"
+    if n < 1e4:
+        return f"{n:.0f}"
+    if n < 1e6:
+        return f"{n / 1e3:.1f}k"
+    return f"{n / 1e6:.2f}M"
+
+
 def fmt_mib(mib: float | None) -> str:
     if mib is None or mib < 0:
         return "-"
@@ -81,18 +92,21 @@ def summarize(w: Workload, allocs: list[Allocator], runs: list[RunResult],
 
 
 def summary_row(w: Workload, a: Allocator, rs: list[RunResult]) -> dict:
-    """The median, range, peak RSS and extra columns of one allocator's runs.
+    """The median, range, peak RSS, minor faults (median over the rounds)
+    and extra columns of one allocator's runs.
     A row with a failed run has no median: it gets no ratios either."""
     good = [r for r in rs if r.ok]
     bad = [r for r in rs if not r.ok]
     vals = [r.value for r in good]
     rss = [r.maxrss_kib for r in good if r.maxrss_kib]
+    faults = [r.minflt for r in good if r.minflt]
     row = {"workload": w.name, "allocator": a.name, "name": row_name(w, a.name),
            "runs": len(rs), "failed": len(bad),
            "errors": sorted({r.error for r in bad}), "values": vals,
            "median": statistics.median(vals) if vals and not bad else None,
            "min": min(vals) if vals else None, "max": max(vals) if vals else None,
            "maxrss_kib": max(rss) if rss else None,
+           "minflt": statistics.median(faults) if faults else None,
            "extras": {}}
     for key, _, _ in w.extras:
         xs = [r.output.get(key) for r in good]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .allocators import Allocator
-from .stats import fmt_extra, fmt_num, fmt_ratio, fmt_rss
+from .stats import fmt_count, fmt_extra, fmt_num, fmt_ratio, fmt_rss
 from .workloads import Workload
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def alloc_table(tname: str, ws: list[Workload], rows_by: dict) -> Table:
     better = "higher is better" if all(w.higher_is_better for w in ws) else \
         "lower is better" if not any(w.higher_is_better for w in ws) else ""
     header = ["workload", "allocator", f"median {units[0]}" if len(units) == 1 else "median",
-              "min-max", "spread", "peak RSS"] + [h for _, h, _ in extras] + ["vs glibc", "vs best other"]
+              "min-max", "spread", "peak RSS", "faults"] + [h for _, h, _ in extras] + ["vs glibc", "vs best other"]
     body, seps = [], set()
     for w in ws:
         rows = rows_by.get(w.name, [])
@@ -86,7 +86,7 @@ def alloc_table(tname: str, ws: list[Workload], rows_by: dict) -> Table:
                 continue
             cells = [name, r["name"], fmt_num(r["median"]), f"{fmt_num(r['min'])}-{fmt_num(r['max'])}",
                      f"{r['spread_pct']:.0f}%" if r["spread_pct"] is not None else "-",
-                     fmt_rss(r["maxrss_kib"])]
+                     fmt_rss(r["maxrss_kib"]), fmt_count(r["minflt"])]
             for key, head, kind in extras:
                 cells.append(fmt_extra(r["extras"].get(key), kind) if key in r["extras"] else "")
             cells.append(fmt_ratio(r["vs_glibc"]))

@@ -210,6 +210,34 @@ def expect_manythreads(o: dict, out: dict) -> list[str]:
     return r.problems
 
 
+def expect_largechurn(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    n, replace = count(o.get("buffers", 20)), count(o.get("replace", 2000))
+    lo, hi = count(o.get("min-mib", 5)) << 20, count(o.get("max-mib", 25)) << 20
+    every = n + replace
+    r.equal("blocks", every, f"{n} buffers + {replace} replaced, each checked before its free")
+    r.equal("full", -(-every // 16), f"every 16th of {every} buffers")
+    r.bytes_of_full(lo, hi)
+    # A chunk tag every 4 KiB of every buffer (all but a last chunk under 16 B).
+    r.between("chunks", every * (lo // 4096), every * -(-hi // 4096), f"4 KiB chunks of {every} buffers "
+              f"of {lo >> 20}..{hi >> 20} MiB")
+    return r.problems
+
+
+def expect_threadchurn(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    lines, gens, k = count(o.get("threads", 2)), count(o.get("gens", 500)), count(o.get("blocks", 256))
+    lo, hi = count(o.get("min", 16)), count(o.get("max", 65536))
+    large = count(o.get("large", 270000))
+    threads = lines * gens
+    r.equal("threads", threads, f"{lines} lineages x {gens} threads")
+    r.equal("blocks", threads * k, f"{threads} threads x {k} blocks")
+    r.equal("handed", threads * (k // 2), f"{threads} threads x {k // 2} blocks handed over")
+    r.equal("full", threads * sum(1 for j in range(k) if j % 16 < 2), f"2 in 16 of {threads} x {k} blocks")
+    r.bytes_of_full(lo, max(hi, large + large // 16))
+    return r.problems
+
+
 def expect_coding_bench(o: dict, out: dict) -> list[str]:
     r = Report(out)
     r.equal("slots", 8192 + 1024, "8192 binary and 1024 text slots read back")
@@ -251,6 +279,8 @@ EXPECT: dict[str, Callable[[dict, dict], list[str]]] = {
     "larson": expect_larson,
     "rsspeak": expect_rsspeak,
     "manythreads": expect_manythreads,
+    "largechurn": expect_largechurn,
+    "threadchurn": expect_threadchurn,
     "coding_bench": expect_coding_bench,
     "icount": expect_icount,
 }

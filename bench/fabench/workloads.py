@@ -26,9 +26,9 @@ class Workload:
              operations).  --set KEY=VALUE overrides both.
     metric   the key to read from the program's output: the last stdout line
              that is a JSON object (or key=value pairs).  "wall_s",
-             "utime_s", "stime_s" and "maxrss_kib" may instead come from
-             runwrap's measurement of the whole process.  scale multiplies it
-             (ops/s -> M ops/s).
+             "utime_s", "stime_s", "maxrss_kib", "minflt" and "majflt" may
+             instead come from runwrap's measurement of the whole process.
+             scale multiplies it (ops/s -> M ops/s).
     table    workloads with the same table are printed together.
     kind     "alloc": run under every allocator, rounds times (the default);
              "once": run once, without a preload (no allocator involved);
@@ -231,6 +231,24 @@ WORKLOADS: list[Workload] = [
              metric="ops_per_s", unit="M ops/s", higher_is_better=True, scale=1e-6,
              table="many-threads", extras=(("rss_max_sampled_kib", "max VmRSS", "kib"),),
              title="256 threads, each 1 MiB live in 16..512 B blocks, freed, 4 times", timeout_s=300),
+
+    # -- 11. page faults: large buffers replaced, and short-lived threads
+    #    (the issue "Lean without the page-fault tax").  Time, with the peak
+    #    RSS and the minor faults (runwrap) beside it.
+    Workload("large-churn", "largechurn",
+             ("--buffers", "{buffers}", "--replace", "{replace}", "--min-mib", "5", "--max-mib", "25"),
+             params={"buffers": 20, "replace": 500}, quick={"buffers": 8, "replace": 30},
+             metric="elapsed_s", unit="s", table="churn",
+             title="20 live buffers of 5..25 MiB, each written whole; a random one replaced 500 times "
+                   "(2,000 in the issue: scaled down to fit the suite's time)"),
+    Workload("thread-churn", "threadchurn",
+             ("--threads", "2", "--gens", "{gens}", "--blocks", "256", "--min", "16", "--max", "65536",
+              "--large", "270000", "--large-every", "32"),
+             params={"gens": 300}, quick={"gens": 20},
+             metric="elapsed_s", unit="s", table="churn", threads=2,
+             title="2 chains of 300 threads, one after the other: each allocates 256 blocks of 16 B..64 KiB "
+                   "(1 in 32 ~270 KB) and writes them, frees the 128 its predecessor handed it and half "
+                   "its own, hands the rest on, exits"),
 
     # -- 7. encode-fixed64 (seed 004): no allocator involved, run once
     Workload("encode-fixed64", "coding_bench", ("--n", "{n}", "--n-text", "{nt}"),
