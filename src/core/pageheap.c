@@ -412,7 +412,7 @@ static size_t purge_all_locked(void)
 /* Spans the policy finds old enough go back to the OS. */
 static size_t purge_aged_locked(uint64_t now)
 {
-    fa__purge_note_look(now);
+    fa__purge_note_look(now, in_use());
     size_t n = 0;
     struct fa__span *s = ph.dirty.dnext;
     for (int i = 0; s != &ph.dirty && i < PURGE_SCAN_MAX; i++) {

@@ -10,6 +10,7 @@
  *    stay up to 1/8 of the memory in use, and at least 16 MiB; past that it
  *    is purged down to half that cap, in bursts, so that freed spans
  *    coalesce first and the madvise calls are few and large;
+ *  - a thread's exit during a fall drops the 16 MiB floor;
  *  - a fall keeps a reserve, though: the largest rebound of the recent
  *    windows (memory in use that grew again after a fall).  A program that
  *    cycles, whose threads come and go or whose rounds free and take the
@@ -70,25 +71,22 @@ void fa__purge_note_use(size_t in_use)
     }
 }
 
-void fa__purge_note_look(uint64_t now)
+void fa__purge_note_look(uint64_t now, size_t in_use)
 {
     long d = delay_ms();
     if (d <= 0 || now - hist.start < (uint64_t)d)
         return;
-    /* Two windows or more since the last roll: the one before saw nothing
-     * newer than the current one. */
-    if (now - hist.start < 2 * (uint64_t)d)
-        hist.prev = hist.cur;
-    else
-        hist.prev = (struct window){.low = SIZE_MAX};
-    /* The current window starts from where use stands. */
-    hist.cur = (struct window){.peak = hist.prev.peak, .low = SIZE_MAX};
+    /* The current window ends, however long it lasted (looks come at
+     * least every delay/4 while dirty memory waits, and with every tick);
+     * the next one starts from where use stands. */
+    hist.prev = hist.cur;
+    hist.cur = (struct window){.peak = in_use, .low = in_use};
     hist.start = now;
 }
 
-static size_t shed_target(size_t in_use, size_t dirty)
+static size_t shed_target(size_t in_use, size_t dirty, size_t floor)
 {
-    size_t cap = max_z(in_use >> DIRTY_RATIO_SHIFT, DIRTY_FLOOR);
+    size_t cap = max_z(in_use >> DIRTY_RATIO_SHIFT, floor);
     if (dirty <= cap)
         return FA_PURGE_NONE;
     size_t peak = max_z(max_z(hist.cur.peak, hist.prev.peak), in_use);
@@ -112,12 +110,19 @@ size_t fa__purge_after_free(size_t in_use, size_t dirty)
     if (d < 0)
         return FA_PURGE_NONE;
     hist.cur.low = min_z(hist.cur.low, in_use);
-    return shed_target(in_use, dirty);
+    return shed_target(in_use, dirty, DIRTY_FLOOR);
 }
 
+/* A thread's exit during a fall drops the floor: the last threads of a
+ * program whose use has fallen leave nothing behind but the reserve. */
 size_t fa__purge_at_exit(size_t in_use, size_t dirty)
 {
-    return fa__purge_after_free(in_use, dirty);
+    long d = delay_ms();
+    if (d == 0)
+        return 0;
+    if (d < 0)
+        return FA_PURGE_NONE;
+    return shed_target(in_use, dirty, 0);
 }
 
 bool fa__purge_look_due(uint64_t last_ms, uint64_t *now_ms)

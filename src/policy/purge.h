@@ -25,9 +25,9 @@ size_t fa__purge_after_free(size_t in_use, size_t dirty) FA_HIDDEN;
 /* A thread exited: the same question. */
 size_t fa__purge_at_exit(size_t in_use, size_t dirty) FA_HIDDEN;
 
-/* The page heap's timed look at its dirty spans, at now: the policy's clock
- * for forgetting old peaks. */
-void fa__purge_note_look(uint64_t now_ms) FA_HIDDEN;
+/* The page heap's timed look at its dirty spans, at now, with in_use bytes
+ * in use: the policy's clock for forgetting old peaks. */
+void fa__purge_note_look(uint64_t now_ms, size_t in_use) FA_HIDDEN;
 
 /* Is the page heap's timed look at old dirty spans due?  last_ms: when it
  * last looked.  Reads the clock only when a look could purge. */
