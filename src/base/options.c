@@ -18,8 +18,8 @@ const struct fa__option_def fa__option_defs[] = {
     /* The age of a free span is kept in 32-bit milliseconds and compared by
      * unsigned difference, so a delay must stay below 2^31 ms. */
     {"purge_delay_ms", "FASTALLOC_PURGE_DELAY_MS", FA_OPT_LONG, -1, INT32_MAX, {0}, 1000, "1000",
-     "free pages go back to the OS after this many ms; `0` at once, `-1` never (dirty memory "
-     "above 16 MiB and 1/8 of the memory in use is purged at the free itself)",
+     "free pages go back to the OS after this many ms; `0` at once, `-1` never (when use "
+     "falls to half its recent peak, frees purge at once)",
      FIELD(purge_delay_ms)},
     {"background", "FASTALLOC_BACKGROUND", FA_OPT_BOOL, 0, 1, {0}, 0, "0",
      "`1`: a background thread does the timed purging and scavenging instead of the "
