@@ -436,6 +436,8 @@ static void calloc_after_purge(unsigned char *p, size_t n, const char *how)
 
 static int case_calloc_zero(void)
 {
+    /* Every free goes to the page heap: no thread keeps a large block. */
+    CHECK(fa_option_set("thread_cache_bytes", 0) == 0);
     long long madv_free = 0, huge = 0;
     CHECK(fa_option_get("purge_madv_free", &madv_free) == 0);
     CHECK(fa_option_get("hugepages", &huge) == 0);

@@ -47,9 +47,39 @@ static int touched_ok(const unsigned char *p, size_t n, uint64_t seed)
     return 1;
 }
 
+/* A large block of up to 1 MiB that a thread frees stays in its cache, and
+ * its next large allocation of about that size gets it back, warm; a second
+ * free of it still stops the program (test_api), and a trim gives it to the
+ * page heap. */
+static void test_thread_keeps_large(void)
+{
+    unsigned char *p = fa_malloc(900 * KiB);
+    CHECK(p != NULL);
+    pat_fill(p, 900 * KiB, 7);
+    fa_free(p);
+    fa_stats_t st;
+    fa_stats(&st);
+    CHECKF(st.thread_caches >= 900 * KiB, "the freed block is not in the thread's cache: %zu bytes",
+           st.thread_caches);
+    unsigned char *q = fa_malloc(880 * KiB); /* within 1/8 of its size */
+    CHECKF(q == p, "got %p, not the block just freed %p", (void *)q, (void *)p);
+    CHECK(fa_owns(q) && fa_malloc_usable_size(q) >= 880 * KiB);
+    fa_free(q);
+    unsigned char *r = fa_malloc(300 * KiB); /* far smaller: not that block */
+    CHECK(r != NULL && r != p);
+    fa_free(r);
+    fa_trim();
+    fa_stats(&st);
+    CHECKF(st.thread_caches < 300 * KiB, "%zu bytes still cached after fa_trim", st.thread_caches);
+}
+
 int main(void)
 {
     fa_free(fa_malloc(1));
+    test_thread_keeps_large();
+    /* The rest tests the page heap itself: with no thread cache, every free
+     * reaches it. */
+    CHECK(fa_option_set("thread_cache_bytes", 0) == 0);
 
     /* ---- the same 8 MiB block, 1000 times */
     enum { REPS = 1000 };

@@ -129,10 +129,13 @@ static void test_libc_names(void)
  * there was nothing to release. */
 static void test_malloc_trim(void)
 {
-    /* No purge but the trim's: none at the frees, none with time. */
-    long long delay;
+    /* No purge but the trim's: none at the frees, none with time; and no
+     * thread cache, so that the frees reach the page heap. */
+    long long delay, tcb;
     CHECK(fa_option_get("purge_delay_ms", &delay) == 0);
     CHECK(fa_option_set("purge_delay_ms", -1) == 0);
+    CHECK(fa_option_get("thread_cache_bytes", &tcb) == 0);
+    CHECK(fa_option_set("thread_cache_bytes", 0) == 0);
     fa_trim();
     enum { N = 8 };
     void *blk[N];
@@ -153,6 +156,7 @@ static void test_malloc_trim(void)
     /* Nothing freed since: nothing to give back. */
     CHECK(malloc_trim(0) == 0);
     CHECK(fa_option_set("purge_delay_ms", delay) == 0);
+    CHECK(fa_option_set("thread_cache_bytes", tcb) == 0);
 }
 
 int main(void)

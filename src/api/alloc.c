@@ -17,6 +17,15 @@ void *fa__api_alloc_slow(size_t size)
 void *fa__api_alloc_large(size_t size, size_t align, bool zero)
 {
     fa__ensure_init();
+    /* A large block this thread freed lately, warm in its core's cache. */
+    if (size <= FA_TC_LARGE_MAX && align <= FA_PAGE_SIZE) {
+        void *p = fa__tc_large_alloc(size);
+        if (p != NULL) {
+            if (zero)
+                memset(p, 0, size);
+            return p;
+        }
+    }
     return fa__large_alloc(size, align, zero);
 }
 

@@ -34,7 +34,7 @@ struct fa__span *fa__large_span_of(void *p, const char *who)
         (uintptr_t)p < s->start + s->npages * FA_PAGE_SIZE) {
         if (s->state == FA_SPAN_LARGE && s->start == (uintptr_t)p)
             return s;
-        if (s->state == FA_SPAN_FREE || s->state == FA_SPAN_PURGING)
+        if (s->state == FA_SPAN_FREE || s->state == FA_SPAN_PURGING || s->state == FA_SPAN_CACHED)
             fa__fatal("fastalloc: %s(): double free or stale pointer %p", who, p);
         fa__fatal("fastalloc: %s(): pointer %p is inside a block, not at its start", who, p);
     }

@@ -5,7 +5,9 @@
 
 #include "base/lock.h"
 
-enum { FA_SPAN_FREE = 0, FA_SPAN_SMALL = 1, FA_SPAN_LARGE = 2, FA_SPAN_PURGING = 3 };
+/* FA_SPAN_CACHED: a freed large block kept by the thread that freed it
+ * (core/tcache.c); still in use for the page heap, freed for everyone else. */
+enum { FA_SPAN_FREE = 0, FA_SPAN_SMALL = 1, FA_SPAN_LARGE = 2, FA_SPAN_PURGING = 3, FA_SPAN_CACHED = 4 };
 
 struct fa__span {
     uintptr_t start;  /* first byte, page aligned */

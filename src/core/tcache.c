@@ -114,6 +114,81 @@ static void unclaim(struct fa__tcache *tc, size_t bytes)
     __atomic_sub_fetch(&claimed, bytes, __ATOMIC_RELAXED);
 }
 
+/* ---- large blocks kept by the thread that freed them ---- */
+
+/* Give cached large block i back to the page heap. */
+static void large_drop(struct fa__tcache *tc, unsigned i)
+{
+    struct fa__span *s = tc->large[i];
+    size_t bytes = (size_t)s->npages * FA_PAGE_SIZE;
+    for (unsigned k = i + 1; k < tc->nlarge; k++)
+        tc->large[k - 1] = tc->large[k];
+    tc->nlarge--;
+    tc->large_bytes -= bytes;
+    unclaim(tc, bytes);
+    __atomic_store_n(&s->state, FA_SPAN_LARGE, __ATOMIC_RELAXED);
+    fa__ph_free(s);
+}
+
+static void large_drop_all(struct fa__tcache *tc)
+{
+    while (tc->nlarge > 0)
+        large_drop(tc, 0);
+}
+
+void *fa__tc_large_alloc(size_t size)
+{
+    struct fa__tcache *tc = fa__tls_cache;
+    if (tc->nlarge == 0) /* the stand-ins never hold one */
+        return NULL;
+    size_t npages = (size + FA_PAGE_SIZE - 1) >> FA_PAGE_SHIFT;
+    /* The newest block that fits with at most 1/8 to spare. */
+    for (unsigned i = tc->nlarge; i-- > 0;) {
+        struct fa__span *s = tc->large[i];
+        if (s->npages < npages || s->npages - npages > npages / 8)
+            continue;
+        size_t bytes = (size_t)s->npages * FA_PAGE_SIZE;
+        for (unsigned k = i + 1; k < tc->nlarge; k++)
+            tc->large[k - 1] = tc->large[k];
+        tc->nlarge--;
+        tc->large_bytes -= bytes;
+        unclaim(tc, bytes);
+        tc->large_used = true;
+        __atomic_store_n(&s->state, FA_SPAN_LARGE, __ATOMIC_RELAXED);
+        return (void *)s->start;
+    }
+    return NULL;
+}
+
+/* Free the large block at p: keep it if it is small enough and the cache's
+ * share allows (older blocks make room first), else the page heap has it. */
+static void large_free(struct fa__tcache *tc, void *p)
+{
+    if (tc->kind != FA_TC_REAL) {
+        fa__large_free(p);
+        return;
+    }
+    struct fa__span *s = fa__large_span_of(p, "free");
+    size_t bytes = (size_t)s->npages * FA_PAGE_SIZE;
+    if (bytes > FA_TC_LARGE_MAX) {
+        fa__ph_free(s);
+        return;
+    }
+    if (tc->nlarge == FA_TC_LARGE_SLOTS)
+        large_drop(tc, 0);
+    while (tc->nlarge > 0 && tc->max_bytes + bytes > share())
+        large_drop(tc, 0);
+    if (tc->max_bytes + bytes > share() || !claim(tc, bytes)) {
+        fa__ph_free(s);
+        return;
+    }
+    /* Freed for everyone else: a second free or a realloc of p now stops
+     * the program, as it does for a block the page heap has. */
+    __atomic_store_n(&s->state, FA_SPAN_CACHED, __ATOMIC_RELAXED);
+    tc->large[tc->nlarge++] = s;
+    tc->large_bytes += bytes;
+}
+
 /* Raise a list's bound by delta blocks if the budgets allow. */
 static void grow_list(struct fa__tcache *tc, unsigned cls, uint32_t delta)
 {
@@ -159,6 +234,13 @@ static void shrink_list(struct fa__tcache *tc, unsigned cls, unsigned n, bool to
 static FA_NOINLINE void scavenge(struct fa__tcache *tc)
 {
     tc->epoch = __atomic_load_n(&fa__scavenge_epoch, __ATOMIC_RELAXED);
+    /* Large blocks no allocation took since the last scavenge go, and so
+     * do the oldest while the cache is over its share. */
+    if (!tc->large_used)
+        large_drop_all(tc);
+    tc->large_used = false;
+    while (tc->nlarge > 0 && tc->max_bytes > share())
+        large_drop(tc, 0);
     for (unsigned c = 1; c < FA_NUM_CLASSES; c++) {
         unsigned len = list_len(tc, c);
         if (len > 0 && tc->heads[c] == tc->snap[c])
@@ -261,7 +343,8 @@ void fa__tc_free_slow(void *p)
     struct fa__tcache *tc = fa__tls_cache;
     if (cls == 0) {
         tc->avail[0] = FA_AVAIL_NEVER;
-        fa__large_free(p);
+        if (p != NULL)
+            large_free(tc, p);
         return;
     }
     if (tc->kind != FA_TC_REAL) {
@@ -298,6 +381,7 @@ void fa__tc_free_slow(void *p)
  * heap. */
 static void flush(struct fa__tcache *tc)
 {
+    large_drop_all(tc);
     for (unsigned c = 1; c < FA_NUM_CLASSES; c++) {
         unsigned len = list_len(tc, c);
         if (len > 0)
@@ -335,9 +419,11 @@ size_t fa__tc_cached_bytes(void)
 {
     size_t total = 0;
     fa__lock(&registry_lock);
-    for (struct fa__tcache *tc = registry.next; tc != &registry; tc = tc->next)
+    for (struct fa__tcache *tc = registry.next; tc != &registry; tc = tc->next) {
+        total += tc->large_bytes;
         for (unsigned c = 1; c < FA_NUM_CLASSES; c++)
             total += (size_t)(tc->maxlen[c] - (uint32_t)tc->avail[c]) * fa__classes[c].size;
+    }
     fa__unlock(&registry_lock);
     return total;
 }

@@ -12,6 +12,11 @@
  * matter. */
 #define FA_AVAIL_NEVER (INT32_MIN / 2)
 
+/* Large blocks a thread keeps: at most this many, of at most
+ * FA_TC_LARGE_MAX bytes each. */
+#define FA_TC_LARGE_SLOTS 8
+#define FA_TC_LARGE_MAX ((size_t)1 << 20)
+
 struct fa__tcache {
     /* --- read and written by the fast paths; avail first so that its
      * offset is 0 and the free path indexes it without an extra add --- */
@@ -25,6 +30,13 @@ struct fa__tcache {
     uint32_t maxlen[FA_NUM_CLASSES];
     void *snap[FA_NUM_CLASSES]; /* heads at the last scavenge */
     unsigned epoch;    /* scavenge epoch this cache last saw */
+    /* Large blocks this thread freed, kept for its next large allocations
+     * (oldest first): the block comes back warm in this core's cache, with
+     * no page-heap lock.  Their bytes count in max_bytes like the lists'. */
+    struct fa__span *large[FA_TC_LARGE_SLOTS];
+    unsigned nlarge;
+    size_t large_bytes;
+    bool large_used;   /* taken from since the last scavenge */
     size_t max_bytes;  /* sum of maxlen * size: bounds what the cache holds,
                           and is this cache's claim on the global bound */
     struct fa__tcache *next, *prev; /* registry of live caches */
@@ -60,6 +72,10 @@ void fa__tc_init(void) FA_HIDDEN;
 size_t fa__tc_cached_bytes(void) FA_HIDDEN;
 size_t fa__tc_claimed_bytes(void) FA_HIDDEN;
 unsigned fa__tc_live_threads(void) FA_HIDDEN;
+
+/* A large block of at least size bytes (at most FA_TC_LARGE_MAX, page
+ * alignment) from the calling thread's cache, or NULL. */
+void *fa__tc_large_alloc(size_t size) FA_HIDDEN;
 
 /* Give back everything the calling thread caches (fa_trim). */
 void fa__tc_flush_mine(void) FA_HIDDEN;
