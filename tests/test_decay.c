@@ -787,7 +787,7 @@ static long minor_faults(void)
 static int case_reuse(void)
 {
     CHECK(fa_option_set("purge_delay_ms", 60 * 1000) == 0);
-    enum { LIVE = 16, WARM = 200, ROUNDS = FA_TEST_SLOW ? 200 : 1000 };
+    enum { LIVE = 16, WARM = 200, ROUNDS = 1000 };
     static unsigned char *live[LIVE];
     static size_t size[LIVE];
     uint64_t rng = 42;
@@ -811,7 +811,9 @@ static int case_reuse(void)
     printf("%d replacements of 2-8 MiB blocks among %d: %ld page faults (%.1f each), "
            "%zu MiB mapped, %zu MiB purged\n", ROUNDS, LIVE, faults, (double)faults / ROUNDS,
            st.mapped >> 20, st.purged_total >> 20);
-    CHECKF(faults <= 4 * ROUNDS, "%ld page faults for %d replacements", faults, ROUNDS);
+    /* A few faults a replacement, and a fixed allowance for what is not the
+     * heap's (a sanitizer's shadow memory, the page map's leaves). */
+    CHECKF(faults <= 1024 + 4 * ROUNDS, "%ld page faults for %d replacements", faults, ROUNDS);
     for (unsigned i = 0; i < LIVE; i++)
         fa_free(live[i]);
     return check_done("test_decay reuse");
