@@ -116,8 +116,8 @@ static void unclaim(struct fa__tcache *tc, size_t bytes)
 
 /* ---- large blocks kept by the thread that freed them ---- */
 
-/* Give cached large block i back to the page heap. */
-static void large_drop(struct fa__tcache *tc, unsigned i)
+/* Take cached large block i out of the cache, in use again. */
+static struct fa__span *large_take(struct fa__tcache *tc, unsigned i)
 {
     struct fa__span *s = tc->large[i];
     size_t bytes = (size_t)s->npages * FA_PAGE_SIZE;
@@ -127,7 +127,13 @@ static void large_drop(struct fa__tcache *tc, unsigned i)
     tc->large_bytes -= bytes;
     unclaim(tc, bytes);
     __atomic_store_n(&s->state, FA_SPAN_LARGE, __ATOMIC_RELAXED);
-    fa__ph_free(s);
+    return s;
+}
+
+/* Give cached large block i back to the page heap. */
+static void large_drop(struct fa__tcache *tc, unsigned i)
+{
+    fa__ph_free(large_take(tc, i));
 }
 
 static void large_drop_all(struct fa__tcache *tc)
@@ -147,15 +153,8 @@ void *fa__tc_large_alloc(size_t size)
         struct fa__span *s = tc->large[i];
         if (s->npages < npages || s->npages - npages > npages / 8)
             continue;
-        size_t bytes = (size_t)s->npages * FA_PAGE_SIZE;
-        for (unsigned k = i + 1; k < tc->nlarge; k++)
-            tc->large[k - 1] = tc->large[k];
-        tc->nlarge--;
-        tc->large_bytes -= bytes;
-        unclaim(tc, bytes);
         tc->large_used = true;
-        __atomic_store_n(&s->state, FA_SPAN_LARGE, __ATOMIC_RELAXED);
-        return (void *)s->start;
+        return (void *)large_take(tc, i)->start;
     }
     return NULL;
 }

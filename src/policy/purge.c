@@ -102,7 +102,8 @@ static size_t shed_target(size_t in_use, size_t dirty, size_t floor)
     return dirty > keep ? keep : FA_PURGE_NONE;
 }
 
-size_t fa__purge_after_free(size_t in_use, size_t dirty)
+/* A free or an exit: the same question, with the given floor. */
+static size_t at_event(size_t in_use, size_t dirty, size_t floor)
 {
     long d = delay_ms();
     if (d == 0)
@@ -110,19 +111,19 @@ size_t fa__purge_after_free(size_t in_use, size_t dirty)
     if (d < 0)
         return FA_PURGE_NONE;
     hist.cur.low = min_z(hist.cur.low, in_use);
-    return shed_target(in_use, dirty, DIRTY_FLOOR);
+    return shed_target(in_use, dirty, floor);
+}
+
+size_t fa__purge_after_free(size_t in_use, size_t dirty)
+{
+    return at_event(in_use, dirty, DIRTY_FLOOR);
 }
 
 /* A thread's exit during a fall drops the floor: the last threads of a
  * program whose use has fallen leave nothing behind but the reserve. */
 size_t fa__purge_at_exit(size_t in_use, size_t dirty)
 {
-    long d = delay_ms();
-    if (d == 0)
-        return 0;
-    if (d < 0)
-        return FA_PURGE_NONE;
-    return shed_target(in_use, dirty, 0);
+    return at_event(in_use, dirty, 0);
 }
 
 bool fa__purge_look_due(uint64_t last_ms, uint64_t *now_ms)
