@@ -17,9 +17,8 @@
 #include <sched.h>
 
 #define EXACT_LISTS 128 /* free spans of 1..128 pages have a list each */
-#define GROW_MIN ((size_t)4 << 20)
-#define GROW_MAX ((size_t)64 << 20)
-#define GROW_ALIGN ((size_t)2 << 20) /* huge-page boundaries */
+#define GROW_ALIGN ((size_t)2 << 20) /* the heap grows by huge pages */
+#define RESERVE_SIZE ((size_t)1 << 30) /* address space reserved at a time */
 #define HUGE_PAGE ((size_t)2 << 20)
 #define PURGE_SCAN_MAX 256 /* spans looked at by one timed purge */
 
@@ -29,7 +28,11 @@ static struct {
     struct fa__span exact[EXACT_LISTS + 1]; /* sentinels, [0] unused */
     struct fa__span big;                    /* sentinel: spans > EXACT_LISTS */
     struct fa__span *spare;                 /* recycled span records */
-    size_t grow_next;
+    /* The reserve: address space above the heap's top, [res_lo, res_hi),
+     * mapped with no access.  The heap grows into it from res_lo up, by
+     * what a request lacks and no more (res_start: where the heap's part of
+     * this reserve begins).  See grow(). */
+    uintptr_t res_start, res_lo, res_hi;
     struct fa__span dirty;                  /* sentinel: dirty spans, oldest first */
     uint64_t last_decay_ms;
     /* Spans off the lists while a thread madvises them without the lock, and
@@ -108,7 +111,6 @@ void fa__ph_init(void)
         list_init(&ph.exact[i]);
     list_init(&ph.big);
     ph.dirty.dnext = ph.dirty.dprev = &ph.dirty;
-    ph.grow_next = GROW_MIN;
 }
 
 static struct fa__span *span_new(void)
@@ -207,25 +209,66 @@ static void coalesce_insert(struct fa__span *s)
     insert_free(s);
 }
 
-static bool grow(size_t npages)
+/* Reserve address space for at least size more bytes of heap, right above
+ * the heap's top if the OS allows, so that the heap stays one range. */
+static bool reserve(size_t size)
 {
-    size_t want = npages * FA_PAGE_SIZE;
-    size_t size = want > ph.grow_next ? want : ph.grow_next;
-    size = (size + GROW_ALIGN - 1) & ~(GROW_ALIGN - 1);
-    if (size < want)
-        return false;
-    void *p = fa__os_map(size, GROW_ALIGN);
+    size_t len = size > RESERVE_SIZE ? size : RESERVE_SIZE;
+    if (ph.res_hi != 0 && fa__os_reserve((void *)ph.res_hi, len, 0) != NULL) {
+        if (!fa__pm_reserve(ph.res_hi, len / FA_PAGE_SIZE)) {
+            fa__os_unmap((void *)ph.res_hi, len);
+            return false;
+        }
+        ph.res_hi += len;
+        return true;
+    }
+    void *p = fa__os_reserve(NULL, len, GROW_ALIGN);
+    if (p == NULL && len > size) { /* RLIMIT_AS, or a small address space */
+        len = size;
+        p = fa__os_reserve(NULL, len, GROW_ALIGN);
+    }
     if (p == NULL)
         return false;
+    if (!fa__pm_reserve((uintptr_t)p, len / FA_PAGE_SIZE)) {
+        fa__os_unmap(p, len);
+        return false;
+    }
+    if (ph.res_hi > ph.res_lo) /* what is left of the old one is too small */
+        fa__os_unmap((void *)ph.res_lo, ph.res_hi - ph.res_lo);
+    ph.res_start = ph.res_lo = (uintptr_t)p;
+    ph.res_hi = (uintptr_t)p + len;
+    return true;
+}
+
+/* Grow the heap so that a span of npages pages is free.  The growth joins the
+ * free span at the heap's top, if there is one, and is only what that span
+ * lacks, in whole huge pages: fresh pages are touched only when no free span
+ * fits, which keeps the resident heap close to the most ever in use when
+ * blocks of varied sizes churn.  Growing by chunks that doubled up to
+ * 64 MiB, with best fit over all of them, touched every page of every chunk
+ * in time instead (docs/HISTORY.md). */
+static bool grow(size_t npages)
+{
+    size_t top = 0;
+    if (ph.res_lo > ph.res_start) {
+        struct fa__span *t = free_neighbour(ph.res_lo - FA_PAGE_SIZE);
+        if (t != NULL && t->npages < npages)
+            top = t->npages;
+    }
+    size_t want = (npages - top) * FA_PAGE_SIZE;
+    size_t size = (want + GROW_ALIGN - 1) & ~(GROW_ALIGN - 1);
+    if (size < want)
+        return false;
+    if (ph.res_hi - ph.res_lo < size && !reserve(size))
+        return false;
+    void *p = (void *)ph.res_lo;
     struct fa__span *s = span_new();
-    if (s == NULL || !fa__pm_reserve((uintptr_t)p, size / FA_PAGE_SIZE)) {
-        fa__os_unmap(p, size);
+    if (s == NULL || !fa__os_commit(p, size)) {
         if (s != NULL)
             span_delete(s);
         return false;
     }
-    if (ph.grow_next < GROW_MAX)
-        ph.grow_next *= 2;
+    ph.res_lo += size;
     ph.st.mapped_bytes += size;
     if (fa__opt.hugepages)
         fa__os_hugepage(p, size);

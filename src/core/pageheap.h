@@ -59,7 +59,7 @@ void fa__ph_free(struct fa__span *s) FA_HIDDEN;
 bool fa__ph_resize(struct fa__span *s, size_t npages) FA_HIDDEN;
 
 struct fa__ph_stats {
-    size_t mapped_bytes; /* taken from the OS */
+    size_t mapped_bytes; /* grown into: the reserve above the top not counted */
     size_t free_bytes;   /* in free spans */
     size_t dirty_bytes;  /* in free spans not purged yet */
     size_t purged_bytes; /* given back to the OS so far, in total */

@@ -5,32 +5,24 @@
 
 size_t fa__os_map_calls;
 
-static void *map_raw(size_t size)
+static void *map_raw(void *hint, size_t size, int prot, int flags)
 {
     __atomic_fetch_add(&fa__os_map_calls, 1, __ATOMIC_RELAXED);
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *p = mmap(hint, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | flags, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
-void *fa__os_map(size_t size, size_t align)
+/* Over-map, then cut the unaligned head and the tail away. */
+static void *map_aligned(size_t size, size_t align, int prot)
 {
-    int saved = errno; /* a refused mmap must not leak its errno to the caller */
-    if (align <= 4096) {
-        void *p = map_raw(size);
-        errno = saved;
-        return p;
-    }
-    /* Over-map, then cut the unaligned head and the tail away. */
+    if (align <= 4096)
+        return map_raw(NULL, size, prot, 0);
     size_t total = size + align;
-    if (total < size) {
-        errno = saved;
+    if (total < size)
         return NULL;
-    }
-    char *p = map_raw(total);
-    if (p == NULL) {
-        errno = saved;
+    char *p = map_raw(NULL, total, prot, 0);
+    if (p == NULL)
         return NULL;
-    }
     uintptr_t a = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
     size_t head = a - (uintptr_t)p;
     size_t tail = total - head - size;
@@ -38,8 +30,46 @@ void *fa__os_map(size_t size, size_t align)
         munmap(p, head);
     if (tail)
         munmap((char *)a + size, tail);
-    errno = saved;
     return (void *)a;
+}
+
+void *fa__os_map(size_t size, size_t align)
+{
+    int saved = errno; /* a refused mmap must not leak its errno to the caller */
+    void *p = map_aligned(size, align, PROT_READ | PROT_WRITE);
+    errno = saved;
+    return p;
+}
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0 /* older headers: the address is a hint, checked below */
+#endif
+
+void *fa__os_reserve(void *at, size_t size, size_t align)
+{
+    int saved = errno;
+    void *p;
+    if (at == NULL) {
+        p = map_aligned(size, align, PROT_NONE);
+    } else {
+        /* Kernels before 4.17 take MAP_FIXED_NOREPLACE as a hint and may
+         * place the mapping elsewhere; only the address asked for will do. */
+        p = map_raw(at, size, PROT_NONE, MAP_FIXED_NOREPLACE);
+        if (p != NULL && p != at) {
+            munmap(p, size);
+            p = NULL;
+        }
+    }
+    errno = saved;
+    return p;
+}
+
+bool fa__os_commit(void *p, size_t size)
+{
+    int saved = errno;
+    bool ok = mprotect(p, size, PROT_READ | PROT_WRITE) == 0;
+    errno = saved;
+    return ok;
 }
 
 void fa__os_unmap(void *p, size_t size)
