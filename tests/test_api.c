@@ -562,7 +562,11 @@ static void test_realloc_in_place(void)
     fa_free(a2);
     fa_free(b);
 
-    /* Now the real case: A and B adjacent, B freed, A grows in place. */
+    /* Now the real case: A and B adjacent, B freed, A grows in place.  B
+     * must reach the page heap: this thread keeps no large block meanwhile. */
+    long long tcb = 0;
+    CHECK(fa_option_get("thread_cache_bytes", &tcb) == 0);
+    CHECK(fa_option_set("thread_cache_bytes", 0) == 0);
     a = b = NULL;
     for (int tries = 0; tries < 16; tries++) {
         a = fa_malloc(MiB);
@@ -629,6 +633,7 @@ static void test_realloc_in_place(void)
 
     for (size_t i = 0; i < nj; i++)
         fa_free(junk[i]);
+    CHECK(fa_option_set("thread_cache_bytes", tcb) == 0);
 }
 
 /* ------------------------------------------------------------ realloc at every class boundary */

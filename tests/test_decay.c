@@ -264,6 +264,8 @@ static void *alloc_free_large(void *arg)
 static int case_inflight(void)
 {
     CHECK(fa_option_set("purge_delay_ms", 0) == 0);
+    /* Every free goes to the page heap: no thread keeps large blocks. */
+    CHECK(fa_option_set("thread_cache_bytes", 0) == 0);
     enum { T = 4 };
     pthread_t t[T];
     for (uintptr_t i = 0; i < T; i++)

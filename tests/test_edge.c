@@ -97,6 +97,8 @@ static void case_calloc(void)
     /* No timed purge: a purge between a free and the calloc would zero
      * the pages for real and hide a flag that says they were. */
     set_option("purge_delay_ms", -1);
+    /* The frees below go to the page heap, not to this thread's cache. */
+    set_option("thread_cache_bytes", 0);
 
     /* Two neighbouring large blocks, written and freed: they merge with each
      * other and with the fresh (never written, known zero) pages after

@@ -6,6 +6,7 @@
 #include "util.h"
 
 #include <fastalloc.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -73,10 +74,59 @@ static void test_thread_keeps_large(void)
     CHECKF(st.thread_caches < 300 * KiB, "%zu bytes still cached after fa_trim", st.thread_caches);
 }
 
+/* A thread that allocates only large blocks keeps them too, up to a budget
+ * of its own (four times thread_cache_bytes): 8 blocks of 900 KiB, freed
+ * and allocated again, come back from its cache, at the same addresses.
+ * Such a thread used to have no cache at all (its large frees were its only
+ * slow path), and then a budget shared with the lists (2 MiB: two blocks),
+ * so threads churning blocks of a few hundred KiB met on the page heap's
+ * lock at every allocation. */
+enum { KEEP = 8 };
+
+static void *large_only(void *arg)
+{
+    (void)arg;
+    unsigned char *p[KEEP], *q[KEEP];
+    for (int i = 0; i < KEEP; i++) {
+        p[i] = fa_malloc(900 * KiB);
+        CHECK(p[i] != NULL);
+        pat_fill(p[i], 4096, (uint64_t)i);
+    }
+    for (int i = 0; i < KEEP; i++)
+        fa_free(p[i]);
+    fa_stats_t st;
+    fa_stats(&st);
+    CHECKF(st.thread_caches >= KEEP * 900 * KiB, "a large-only thread keeps %zu KiB of its %d freed blocks",
+           st.thread_caches / KiB, KEEP);
+    CHECK(st.threads >= 2);
+    long long tcb = 0;
+    CHECK(fa_option_get("thread_cache_bytes", &tcb) == 0);
+    CHECKF(st.thread_caches <= 4 * (size_t)tcb, "%zu KiB cached, over 4 x thread_cache_bytes",
+           st.thread_caches / KiB);
+    for (int i = 0; i < KEEP; i++) {
+        q[i] = fa_malloc(900 * KiB);
+        int found = 0;
+        for (int k = 0; k < KEEP; k++)
+            found |= q[i] == p[k];
+        CHECKF(found, "allocation %d got %p, not one of the blocks the thread kept", i, (void *)q[i]);
+    }
+    for (int i = 0; i < KEEP; i++)
+        fa_free(q[i]);
+    return NULL;
+}
+
+static void test_large_only_thread(void)
+{
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, large_only, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+}
+
 int main(void)
 {
     fa_free(fa_malloc(1));
     test_thread_keeps_large();
+    test_large_only_thread();
     /* The rest tests the page heap itself: with no thread cache, every free
      * reaches it. */
     CHECK(fa_option_set("thread_cache_bytes", 0) == 0);

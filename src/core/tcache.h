@@ -32,7 +32,8 @@ struct fa__tcache {
     unsigned epoch;    /* scavenge epoch this cache last saw */
     /* Large blocks this thread freed, kept for its next large allocations
      * (oldest first): the block comes back warm in this core's cache, with
-     * no page-heap lock.  Their bytes count in max_bytes like the lists'. */
+     * no page-heap lock.  They have a share of their own (tcache.c,
+     * large_share), and no claim on the global bound. */
     struct fa__span *large[FA_TC_LARGE_SLOTS];
     unsigned nlarge;
     size_t large_bytes;
