@@ -12,7 +12,10 @@
  *          purged (at most 16 MiB mapped for 4 MiB in use);
  *   merged  a block freed beside clean free space makes only its own pages
  *          dirty: 1,000 allocate/free pairs of 1 MiB beside 40 MiB of purged
- *          space purge less than 8 times what they free.
+ *          space purge less than 8 times what they free;
+ *   unreplaced  8 threads free 4 MiB each and exit, with no new thread and
+ *          no fall (64 MiB stay in use): the exits give the freed memory
+ *          back, down to 1/8 of the memory in use.
  * And the options no other test sets, each run under its environment
  * variable (tests/CMakeLists.txt) and checked by its effect:
  *   tc_bytes     THREAD_CACHE_BYTES=64K: one thread's cache holds and claims
@@ -878,6 +881,61 @@ static int case_thread_reuse(void)
     return check_done("test_decay thread_reuse");
 }
 
+/* Threads that exit and are not replaced: their memory comes back at their
+ * exits, though the memory in use never fell to half its peak.  (Exits that
+ * are replaced keep it: thread_reuse.) */
+enum { UNREPLACED = 8 };
+static pthread_barrier_t unreplaced_bar;
+
+static void *free_and_wait(void *arg)
+{
+    (void)arg;
+    enum { N = 4096 };
+    static __thread unsigned char *v[N];
+    for (int i = 0; i < N; i++) {
+        v[i] = fa_malloc(1024);
+        CHECK(v[i] != NULL);
+        memset(v[i], i, 1024);
+    }
+    for (int i = 0; i < N; i++) {
+        CHECK(v[i][1023] == (unsigned char)i);
+        fa_free(v[i]);
+    }
+    /* Every thread has its cache before the first one exits. */
+    pthread_barrier_wait(&unreplaced_bar);
+    return NULL;
+}
+
+static int case_unreplaced(void)
+{
+    CHECK(fa_option_set("purge_delay_ms", 60 * 1000) == 0); /* no timed purge */
+    enum { LIVE = 64 << 20, BLOCK = 4096 };
+    static unsigned char *live[LIVE / BLOCK];
+    for (size_t i = 0; i < LIVE / BLOCK; i++) {
+        live[i] = fa_malloc(BLOCK);
+        CHECK(live[i] != NULL);
+        memset(live[i], 1, BLOCK);
+    }
+    CHECK(pthread_barrier_init(&unreplaced_bar, NULL, UNREPLACED) == 0);
+    pthread_t t[UNREPLACED];
+    for (int i = 0; i < UNREPLACED; i++)
+        CHECK(pthread_create(&t[i], NULL, free_and_wait, NULL) == 0);
+    for (int i = 0; i < UNREPLACED; i++)
+        CHECK(pthread_join(t[i], NULL) == 0);
+    fa_stats_t st;
+    fa_stats(&st);
+    size_t in_use = st.in_spans + st.large;
+    printf("%d threads freed %d MiB and exited: %zu MiB in use, %zu MiB dirty, %zu MiB purged\n", UNREPLACED,
+           UNREPLACED * 4, in_use >> 20, st.dirty >> 20, st.purged_total >> 20);
+    /* No fall: 64 MiB of 96 stayed in use. */
+    CHECK(in_use >= (size_t)LIVE);
+    CHECKF(st.dirty <= in_use / 8, "%zu MiB dirty after the threads exited, more than 1/8 of %zu MiB in use",
+           st.dirty >> 20, in_use >> 20);
+    for (size_t i = 0; i < LIVE / BLOCK; i++)
+        fa_free(live[i]);
+    return check_done("test_decay unreplaced");
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -891,7 +949,7 @@ int main(int argc, char **argv)
         {"huge_purge", case_huge_purge}, {"huge_advice", case_huge_advice},
         {"tc_bytes", case_tc_bytes},   {"tc_max", case_tc_max},
         {"reuse", case_reuse},         {"thread_reuse", case_thread_reuse},
-        {"fall", case_fall},
+        {"fall", case_fall},           {"unreplaced", case_unreplaced},
     };
     const char *c = argc > 1 ? argv[1] : "";
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

@@ -19,6 +19,8 @@
 #define EXACT_LISTS 128 /* free spans of 1..128 pages have a list each */
 #define GROW_ALIGN ((size_t)2 << 20) /* the heap grows by huge pages */
 #define RESERVE_SIZE ((size_t)1 << 30) /* address space reserved at a time */
+#define COMMIT_MIN ((size_t)4 << 20)   /* made read-write at a time: 4 MiB, */
+#define COMMIT_MAX ((size_t)64 << 20)  /* doubling up to 64 MiB */
 #define HUGE_PAGE ((size_t)2 << 20)
 #define PURGE_SCAN_MAX 256 /* spans looked at by one timed purge */
 
@@ -33,6 +35,12 @@ static struct {
      * what a request lacks and no more (res_start: where the heap's part of
      * this reserve begins).  See grow(). */
     uintptr_t res_start, res_lo, res_hi;
+    /* [res_lo, res_rw) is read-write already (untouched): mprotect takes
+     * the process's mmap lock for writing, which stalls every other
+     * thread's page faults, so it runs in steps that double up to 64 MiB,
+     * as the mmap calls of the old growth did, not at every growth. */
+    uintptr_t res_rw;
+    size_t commit_next;
     struct fa__span dirty;                  /* sentinel: dirty spans, oldest first */
     uint64_t last_decay_ms;
     /* Spans off the lists while a thread madvises them without the lock, and
@@ -220,7 +228,7 @@ static bool reserve(size_t size)
             return false;
         }
         ph.res_hi += len;
-        return true;
+        return true; /* res_rw stays: the new part is not read-write yet */
     }
     void *p = fa__os_reserve(NULL, len, GROW_ALIGN);
     if (p == NULL && len > size) { /* RLIMIT_AS, or a small address space */
@@ -235,7 +243,7 @@ static bool reserve(size_t size)
     }
     if (ph.res_hi > ph.res_lo) /* what is left of the old one is too small */
         fa__os_unmap((void *)ph.res_lo, ph.res_hi - ph.res_lo);
-    ph.res_start = ph.res_lo = (uintptr_t)p;
+    ph.res_start = ph.res_lo = ph.res_rw = (uintptr_t)p;
     ph.res_hi = (uintptr_t)p + len;
     return true;
 }
@@ -262,12 +270,23 @@ static bool grow(size_t npages)
     if (ph.res_hi - ph.res_lo < size && !reserve(size))
         return false;
     void *p = (void *)ph.res_lo;
-    struct fa__span *s = span_new();
-    if (s == NULL || !fa__os_commit(p, size)) {
-        if (s != NULL)
-            span_delete(s);
-        return false;
+    if (ph.res_lo + size > ph.res_rw) {
+        if (ph.commit_next < COMMIT_MIN)
+            ph.commit_next = COMMIT_MIN;
+        size_t c = ph.res_lo + size - ph.res_rw;
+        if (c < ph.commit_next)
+            c = ph.commit_next;
+        if (c > ph.res_hi - ph.res_rw)
+            c = ph.res_hi - ph.res_rw;
+        if (!fa__os_commit((void *)ph.res_rw, c))
+            return false;
+        ph.res_rw += c;
+        if (ph.commit_next < COMMIT_MAX)
+            ph.commit_next *= 2;
     }
+    struct fa__span *s = span_new();
+    if (s == NULL)
+        return false;
     ph.res_lo += size;
     ph.st.mapped_bytes += size;
     if (fa__opt.hugepages)
@@ -437,10 +456,10 @@ static void purge_down_to(size_t down_to)
         purge_detached(batch, n);
 }
 
-void fa__ph_shed(void)
+void fa__ph_shed(bool replaced)
 {
     fa__lock(&fa__ph_lock);
-    purge_down_to(fa__purge_at_exit(in_use(), ph.st.dirty_bytes));
+    purge_down_to(fa__purge_at_exit(in_use(), ph.st.dirty_bytes, replaced));
     fa__unlock(&fa__ph_lock);
 }
 

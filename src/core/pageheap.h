@@ -74,7 +74,7 @@ void fa__ph_get_stats(struct fa__ph_stats *st) FA_HIDDEN;
 size_t fa__ph_purge(bool force) FA_HIDDEN;
 
 /* A thread exited: purge as the policy says for that event. */
-void fa__ph_shed(void) FA_HIDDEN;
+void fa__ph_shed(bool replaced) FA_HIDDEN;
 
 /* For fork: take and drop the page heap's lock. */
 void fa__ph_lock_for_fork(void) FA_HIDDEN;

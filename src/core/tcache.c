@@ -29,6 +29,14 @@ static struct fa__tcache *spare_caches;
 static pthread_key_t exit_key;
 static size_t claimed;        /* sum of live caches' max_bytes */
 static unsigned live_caches;
+/* Threads' exits since a cache was last created.  A thread that exits
+ * while new ones keep coming is being replaced; a run of exits with no new
+ * thread is a program winding its threads down. */
+static unsigned exits_since_birth;
+/* An exit is taken as replaced while at most this many exits came since the
+ * last new cache: a thread's successor may make its first allocation after
+ * the exits of other chains' threads (thread-churn: two chains). */
+#define EXITS_REPLACED 2
 
 static void thread_exit(void *arg);
 
@@ -53,6 +61,7 @@ static struct fa__tcache *cache_new(void)
     tc->kind = FA_TC_REAL;
     tc->epoch = __atomic_load_n(&fa__scavenge_epoch, __ATOMIC_RELAXED);
     __atomic_add_fetch(&live_caches, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&exits_since_birth, 0, __ATOMIC_RELAXED);
     /* Class 0 is "not a small block": its free always takes the slow path. */
     tc->avail[0] = FA_AVAIL_NEVER;
     fa__lock(&registry_lock);
@@ -436,7 +445,7 @@ static void thread_exit(void *arg)
     tc->next = spare_caches;
     spare_caches = tc;
     fa__unlock(&registry_lock);
-    fa__ph_shed();
+    fa__ph_shed(__atomic_add_fetch(&exits_since_birth, 1, __ATOMIC_RELAXED) <= EXITS_REPLACED);
 }
 
 size_t fa__tc_cached_bytes(void)

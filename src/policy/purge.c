@@ -120,10 +120,20 @@ size_t fa__purge_after_free(size_t in_use, size_t dirty)
 }
 
 /* A thread's exit during a fall drops the floor: the last threads of a
- * program whose use has fallen leave nothing behind but the reserve. */
-size_t fa__purge_at_exit(size_t in_use, size_t dirty)
+ * program whose use has fallen leave nothing behind but the reserve.  So
+ * does the exit of a thread that no new thread replaced (none was created
+ * since the previous exit), with or without a fall: nobody is coming for
+ * what it held, past 1/8 of the memory in use.  The exit of one that was
+ * replaced keeps it, for the threads that take its place. */
+size_t fa__purge_at_exit(size_t in_use, size_t dirty, bool replaced)
 {
-    return at_event(in_use, dirty, 0);
+    size_t t = at_event(in_use, dirty, 0);
+    if (t == FA_PURGE_NONE && !replaced && delay_ms() > 0) {
+        size_t cap = in_use >> DIRTY_RATIO_SHIFT;
+        if (dirty > cap)
+            t = cap;
+    }
+    return t;
 }
 
 bool fa__purge_look_due(uint64_t last_ms, uint64_t *now_ms)

@@ -23,7 +23,7 @@ void fa__purge_note_use(size_t in_use) FA_HIDDEN;
 size_t fa__purge_after_free(size_t in_use, size_t dirty) FA_HIDDEN;
 
 /* A thread exited: the same question. */
-size_t fa__purge_at_exit(size_t in_use, size_t dirty) FA_HIDDEN;
+size_t fa__purge_at_exit(size_t in_use, size_t dirty, bool replaced) FA_HIDDEN;
 
 /* The page heap's timed look at its dirty spans, at now, with in_use bytes
  * in use: the policy's clock for forgetting old peaks. */
