@@ -29,7 +29,7 @@ void *fa__api_alloc_large(size_t size, size_t align, bool zero)
     return fa__large_alloc(size, align, zero);
 }
 
-void *fa_malloc(size_t size)
+FA_HOT_ENTRY void *fa_malloc(size_t size)
 {
     return fa__do_malloc(size);
 }

@@ -3,12 +3,12 @@
 #include "api/fastpath.h"
 #include "api/override.h"
 
-void fa_free(void *p)
+FA_HOT_ENTRY void fa_free(void *p)
 {
     fa__do_free(p);
 }
 
-void fa_free_sized(void *p, size_t size)
+FA_HOT_ENTRY void fa_free_sized(void *p, size_t size)
 {
     /* The size names the class, so the page map is not read.  Only the
      * first table is used: it is filled once initialised, and p != NULL

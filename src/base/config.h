@@ -14,6 +14,11 @@
 #define FA_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define FA_HIDDEN __attribute__((visibility("hidden")))
 #define FA_NOINLINE __attribute__((noinline))
+/* The entry points whose fast paths are the hot path start on a cache line:
+ * where the linker put them otherwise moved with every unrelated change, and
+ * so did their speed (micro-reuse-64-1t: 2% between builds with the same
+ * instructions, fa_malloc at a line's byte 16 against byte 0). */
+#define FA_HOT_ENTRY __attribute__((aligned(64)))
 #define FA_INLINE static inline __attribute__((always_inline))
 #define FA_COLD __attribute__((cold, noinline))
 #define FA_CACHELINE 64
