@@ -119,14 +119,23 @@ size_t fa__purge_after_free(size_t in_use, size_t dirty)
     return at_event(in_use, dirty, DIRTY_FLOOR);
 }
 
-/* A thread's exit during a fall drops the floor: the last threads of a
- * program whose use has fallen leave nothing behind but the reserve.  So
- * does the exit of a thread that no new thread replaced (none was created
- * since the previous exit), with or without a fall: nobody is coming for
- * what it held, past 1/8 of the memory in use.  The exit of one that was
- * replaced keeps it, for the threads that take its place. */
+/* The exit of a thread that was replaced (a new thread came since the
+ * exits before it) keeps what it held, for the threads that take its place,
+ * fall or not: use falls at every such exit and rises again with the next
+ * thread, and a purge there faulted whole spans back in at every generation.
+ * The timed purge still takes what they leave unused.  The exit of a thread
+ * that was not replaced purges: during a fall with no floor, so the last
+ * threads of a program whose use has fallen leave nothing behind but the
+ * reserve; and without a fall down to 1/8 of the memory in use, since
+ * nobody is coming for what it held. */
 size_t fa__purge_at_exit(size_t in_use, size_t dirty, bool replaced)
 {
+    if (replaced) {
+        if (delay_ms() == 0)
+            return 0;
+        hist.cur.low = min_z(hist.cur.low, in_use);
+        return FA_PURGE_NONE;
+    }
     size_t t = at_event(in_use, dirty, 0);
     if (t == FA_PURGE_NONE && !replaced && delay_ms() > 0) {
         size_t cap = in_use >> DIRTY_RATIO_SHIFT;
