@@ -13,6 +13,14 @@
  *   it).  The shuffle, and the checks between the phases, are not timed.
  *   total_ms is the whole loop, for reference.
  *
+ *   --sizes MIN-MAX (malloc only): mixed sizes instead of --size.  Each
+ *   object's size is drawn from the thread's seeded generator, a multiple of
+ *   8 uniform in MIN..MAX, afresh every round; the draws for a round are made
+ *   before its allocate phase and read from an array there, so the timed
+ *   loop does the same work as with one size but hands malloc a different
+ *   size each call.  A fixed-size pool cannot serve them: refused with
+ *   --api pool, and with --mode rss (its bounds count objects of one size).
+ *
  * --mode rss (the seed's memory test): the threads allocate all their objects
  *   (all live), free them, allocate them again, free them again; at each step
  *   the main thread reads RSS while the workers wait on a barrier (holding
@@ -27,8 +35,9 @@
  * checked before the free phase and the tag again right before each free.
  * Objects handed out twice, overlapping or too short fail with exit 3.
  * "checked" in the output counts them: blocks (objects checked right before
- * their free), full and bytes (objects whose every word was checked between
- * the phases); threads x objects x rounds each (rss mode: 2 rounds).
+ * their free), full (objects whose every word was checked between the
+ * phases), threads x objects x rounds each (rss mode: 2 rounds), and bytes,
+ * the sizes of the fully checked objects added up.
  *
  * RSS (rss mode) is read from the kernel's counters; a read that fails ends
  * the program (exit 2), so that no missing value can pass a bound.
@@ -53,6 +62,8 @@ static struct {
     int threads;
     size_t objects;
     size_t size;
+    size_t min_size, max_size; /* --sizes; 0 when every object is --size bytes */
+    const char *sizes;
     uint64_t rounds;
     uint64_t seed;
 } cfg = {.mode = MODE_SHUFFLE, .threads = 1, .objects = 100000, .size = 64, .rounds = 50, .seed = 1};
@@ -65,6 +76,7 @@ struct worker {
     pthread_t th;
     uint64_t **ptrs;
     size_t ptr_bytes;
+    uint32_t *sizes; /* --sizes: this round's size of each object, by allocation index */
     uint64_t rng;
     uint64_t tag_base;
     struct bench_checked chk; /* what this thread checked */
@@ -106,6 +118,35 @@ static void phase_alloc(struct worker *w, uint64_t round)
     }
 }
 
+/* The same with mixed sizes: its own function, so that the fixed-size loop
+ * above stays the code the 64 B rows have always timed. */
+static void phase_alloc_mixed(struct worker *w, uint64_t round)
+{
+    uint64_t **ptrs = w->ptrs;
+    const uint32_t *sizes = w->sizes;
+    const uint64_t t0 = obj_tag(w, round, 0);
+    for (size_t i = 0; i < cfg.objects; i++) {
+        uint64_t *p = malloc(sizes[i]);
+        if (p == NULL)
+            BENCH_FAIL("thread %d: allocation %zu of %" PRIu32 " bytes returned NULL", w->id, i, sizes[i]);
+        p[0] = t0 + i * 0x9e3779b97f4a7c16ull;
+        ptrs[i] = p;
+    }
+}
+
+/* Untimed, before a round of mixed sizes: every object's size. */
+static void draw_sizes(struct worker *w)
+{
+    const uint64_t steps = (cfg.max_size - cfg.min_size) / 8 + 1;
+    for (size_t i = 0; i < cfg.objects; i++)
+        w->sizes[i] = (uint32_t)(cfg.min_size + 8 * rng_below(&w->rng, steps));
+}
+
+static inline size_t obj_size(const struct worker *w, size_t i)
+{
+    return w->sizes != NULL ? w->sizes[i] : cfg.size;
+}
+
 static void phase_free(struct worker *w, uint64_t round)
 {
     uint64_t **ptrs = w->ptrs;
@@ -127,10 +168,10 @@ static void phase_free(struct worker *w, uint64_t round)
  * object's allocation index, before any shuffle), fills every word. */
 static void phase_check_fill(struct worker *w, uint64_t round)
 {
-    const size_t words = cfg.size / 8;
     for (size_t i = 0; i < cfg.objects; i++) {
         uint64_t *p = w->ptrs[i];
         uint64_t tag = obj_tag(w, round, i);
+        const size_t words = obj_size(w, i) / 8;
         if (((uintptr_t)p & 15) != 0)
             BENCH_FAIL("thread %d: object %p is not 16-byte aligned", w->id, (void *)p);
         if (p[0] != tag)
@@ -142,11 +183,12 @@ static void phase_check_fill(struct worker *w, uint64_t round)
     for (size_t i = 0; i < cfg.objects; i++) {
         uint64_t *p = w->ptrs[i];
         uint64_t tag = obj_tag(w, round, i);
+        const size_t size = obj_size(w, i), words = size / 8;
         for (size_t k = 1; k < words; k++)
             if (p[k] != (tag ^ (0x5555555555555555ull * k)))
                 BENCH_FAIL("thread %d round %" PRIu64 ": object %p word %zu was overwritten while live",
                            w->id, round, (void *)p, k);
-        bench_checked_full(&w->chk, cfg.size);
+        bench_checked_full(&w->chk, size);
     }
 }
 
@@ -196,6 +238,20 @@ static void *shuffle_main(void *arg)
     return NULL;
 }
 
+/* shuffle_main with mixed sizes, drawn before each allocate phase. */
+static void *shuffle_mixed_main(void *arg)
+{
+    struct worker *w = arg;
+    for (uint64_t r = 0; r < cfg.rounds; r++) {
+        draw_sizes(w);
+        timed_phase(w, r, phase_alloc_mixed, 0);
+        phase_check_fill(w, r);
+        shuffle(w);
+        timed_phase(w, r, phase_free, 1);
+    }
+    return NULL;
+}
+
 /* rss mode: main reads RSS between the barriers. */
 static void *rss_main(void *arg)
 {
@@ -218,12 +274,15 @@ static void *rss_main(void *arg)
 
 static const char usage[] =
     "usage: objpool [--mode shuffle|rss] [--api malloc|pool] [--threads T] [--objects N]\n"
-    "               [--size B] [--rounds N] [--seed N]\n"
+    "               [--size B | --sizes MIN-MAX] [--rounds N] [--seed N]\n"
     "  --mode      shuffle: time allocate + free (default); rss: VmRSS at each step\n"
     "  --api       malloc: malloc/free (default); pool: fastalloc's fa_pool\n"
     "  --threads   worker threads (default 1)\n"
     "  --objects   objects per thread per round (default 100000)\n"
     "  --size      bytes per object, a multiple of 8, >= 16 (default 64)\n"
+    "  --sizes     mixed sizes instead: multiples of 8 drawn uniformly in MIN..MAX\n"
+    "              (multiples of 8, 16 <= MIN <= MAX <= 1M), per object and round;\n"
+    "              shuffle mode and malloc only\n"
     "  --rounds    rounds, shuffle mode (default 50)\n";
 
 int main(int argc, char **argv)
@@ -236,13 +295,22 @@ int main(int argc, char **argv)
         {"threads", OPT_INT, &o.threads, NULL, NULL},
         {"objects", OPT_SIZE, &o.objects, NULL, NULL},
         {"size", OPT_SIZE, &o.size, NULL, NULL},
+        {"sizes", OPT_STRING, &o.sizes, NULL, NULL},
         {"rounds", OPT_COUNT, &o.rounds, NULL, NULL},
         {"seed", OPT_COUNT, &o.seed, NULL, NULL},
         {NULL, 0, NULL, NULL, NULL}};
     bench_options(argc, argv, opts, usage, usage);
     cfg = o;
+    if (cfg.sizes != NULL) {
+        char dash = 0, extra = 0;
+        if (sscanf(cfg.sizes, "%zu%c%zu%c", &cfg.min_size, &dash, &cfg.max_size, &extra) != 3 || dash != '-' ||
+            cfg.min_size < 16 || cfg.min_size > cfg.max_size || cfg.max_size > (1u << 20) ||
+            cfg.min_size % 8 != 0 || cfg.max_size % 8 != 0 || cfg.mode != MODE_SHUFFLE || cfg.use_pool)
+            bench_usage_error(usage);
+        cfg.size = 0; /* each object has its own */
+    }
     if (optind != argc || cfg.threads < 1 || cfg.threads > 1024 || cfg.objects < 2 ||
-        cfg.size < 16 || cfg.size % 8 != 0 || cfg.rounds < 1)
+        (cfg.sizes == NULL && (cfg.size < 16 || cfg.size % 8 != 0)) || cfg.rounds < 1)
         bench_usage_error(usage);
     if (cfg.use_pool) {
         pool_create = (__typeof__(fa_pool_create) *)bench_fa_symbol("fa_pool_create");
@@ -262,6 +330,8 @@ int main(int argc, char **argv)
         w->id = i;
         w->ptr_bytes = ptr_bytes;
         w->ptrs = bench_map(ptr_bytes, 1);
+        if (cfg.sizes != NULL)
+            w->sizes = bench_map(cfg.objects * sizeof *w->sizes, 1);
         w->rng = mix64(cfg.seed * 1000003u + (uint64_t)i);
         w->tag_base = mix64(cfg.seed ^ ((uint64_t)(i + 1) << 40));
     }
@@ -271,7 +341,8 @@ int main(int argc, char **argv)
 
     double t0 = now_s();
     long base = 0, live[2] = {0}, freed[2] = {0}, after_exit = 0, after_trim = -1;
-    BENCH_START(workers, cfg.threads, th, cfg.mode == MODE_RSS ? rss_main : shuffle_main, 0);
+    BENCH_START(workers, cfg.threads, th,
+                cfg.mode == MODE_RSS ? rss_main : cfg.sizes != NULL ? shuffle_mixed_main : shuffle_main, 0);
     if (cfg.mode == MODE_RSS) {
         base = bench_rss_kib();
         pthread_barrier_wait(&bar);
@@ -294,10 +365,12 @@ int main(int argc, char **argv)
     if (cfg.mode == MODE_SHUFFLE) {
         double pairs = (double)cfg.threads * (double)cfg.objects * (double)cfg.rounds;
         printf("{\"bench\": \"objpool\", \"mode\": \"shuffle\", \"api\": \"%s\", \"threads\": %d, "
-               "\"objects\": %zu, \"size\": %zu, \"rounds\": %" PRIu64 ", \"alloc_free_ms\": %.3f, "
+               "\"objects\": %zu, \"size\": %zu, \"min_size\": %zu, \"max_size\": %zu, "
+               "\"rounds\": %" PRIu64 ", \"alloc_free_ms\": %.3f, "
                "\"alloc_ms\": %.3f, \"free_ms\": %.3f, \"total_ms\": %.3f, \"ns_per_pair\": %.3f, \"allocator\": \"%s\", "
                BENCH_CHECKED_FMT "}\n",
-               cfg.use_pool ? "pool" : "malloc", cfg.threads, cfg.objects, cfg.size, cfg.rounds,
+               cfg.use_pool ? "pool" : "malloc", cfg.threads, cfg.objects, cfg.size,
+               cfg.sizes != NULL ? cfg.min_size : cfg.size, cfg.sizes != NULL ? cfg.max_size : cfg.size, cfg.rounds,
                alloc_free_s * 1e3, phase_s[0] * 1e3, phase_s[1] * 1e3, total * 1e3, alloc_free_s * 1e9 * cfg.threads / pairs, allocator,
                BENCH_CHECKED_ARGS(chk, ""));
     } else {

@@ -158,6 +158,11 @@ def make_plots(out_dir: Path, workloads, rows_by, alloc_names) -> tuple[dict, st
             gnuplot, out_dir, "objpool-shuffle",
             "objpool-shuffle: allocate+free time, 64 B objects",
             "ms (lower is better)", by_plot["objpool-shuffle"], rows_by, logy=True))
+    if "objpool-shuffle-mixed" in by_plot:
+        add("objpool-shuffle-mixed", plot_threads(
+            gnuplot, out_dir, "objpool-shuffle-mixed",
+            "objpool-shuffle-mixed: allocate+free time, objects of 16..1024 B",
+            "ms (lower is better)", by_plot["objpool-shuffle-mixed"], rows_by, logy=True))
     for mode in ("reuse", "window"):
         if f"threads-64b-{mode}" in by_plot:
             add("threads-64b", plot_threads(

@@ -116,6 +116,13 @@ TABLE_INTRO = {
                        "{cpus} CPUs: those rows measure behaviour under preemption (lock holders "
                        "descheduled), not parallel scaling. fa_pool rows: fastalloc's object pool "
                        "(fa_pool_get/fa_pool_put), against glibc and the best other allocator's malloc.",
+    "objpool-shuffle-mixed": "objpool-shuffle with mixed sizes: T threads each allocate 100,000 objects of "
+                             "16..1024 B (multiples of 8, drawn per object and round from the thread's "
+                             "seeded generator, before the timed phase), shuffle the pointers, free them; "
+                             "5 rounds (full), the phases and the timing as in objpool-shuffle. malloc only: "
+                             "a fixed-size pool cannot serve mixed sizes. Every object is stamped, and "
+                             "checked in every word between the phases, as there. 16 threads hold about "
+                             "830 MB at once.",
     "objpool-rss": "Seed 001: 16 threads x 100,000 x 64 B (102.4 MB of objects, 12.8 MB of pointer "
                    "arrays, mmap'd by the benchmark), VmRSS read by the main thread while the workers "
                    "hold their objects. median = VmRSS with everything live (first round).",

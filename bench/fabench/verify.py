@@ -143,6 +143,9 @@ def expect_objpool(o: dict, out: dict) -> list[str]:
     what = f"{t} threads x {objects} objects x {rounds} rounds"
     r.equal("blocks", n, what)
     r.equal("full", n, what)
+    if "sizes" in o:   # mixed sizes (shuffle mode, malloc): each object MIN..MAX bytes
+        r.bytes_of_full(*size_range(o["sizes"]))
+        return r.problems
     r.equal("bytes", n * size, f"{what} x {size} B")
     if rss:
         # With all objects live, every word of every object has been written:

@@ -127,6 +127,23 @@ def objpool_shuffle(threads: int, api: str) -> Workload:
         timeout_s=300)
 
 
+def objpool_shuffle_mixed(threads: int) -> Workload:
+    """objpool-shuffle with sizes 16..1024 B drawn per object: malloc only
+    (a fixed-size pool cannot serve them)."""
+    return Workload(
+        name=f"objpool-shuffle-mixed-{threads}t",
+        binary="objpool",
+        args=("--mode", "shuffle", "--api", "malloc", "--threads", str(threads),
+              "--objects", "{objects}", "--rounds", "{rounds}", "--sizes", "16-1024"),
+        params={"objects": "100k", "rounds": 5}, quick={"objects": "10k", "rounds": 2},
+        metric="alloc_free_ms", unit="ms", table="objpool-shuffle-mixed",
+        title=(f"{threads} thread(s) x 100k objects of 16..1024 B (multiples of 8, drawn per object): "
+               "allocate, shuffle, free; malloc/free; allocate+free phases timed"),
+        extras=(("ns_per_pair", "ns/pair/thread", "num"), ("alloc_ms", "allocate ms", "num"),
+                ("free_ms", "free ms", "num")),
+        threads=threads, plot="objpool-shuffle-mixed", timeout_s=300)
+
+
 def objpool_rss(api: str) -> Workload:
     pool = api == "pool"
     return Workload(
@@ -183,6 +200,9 @@ WORKLOADS: list[Workload] = [
 
     # -- 2. objpool-shuffle (seed 001): malloc, then fa_pool, per thread count
     *[w for t in SHUFFLE_THREADS for w in (objpool_shuffle(t, "malloc"), objpool_shuffle(t, "pool"))],
+
+    # -- 2b. objpool-shuffle with mixed sizes (malloc only)
+    *[objpool_shuffle_mixed(t) for t in SHUFFLE_THREADS],
 
     # -- 3. objpool-rss (seed 001)
     objpool_rss("malloc"), objpool_rss("pool"),
