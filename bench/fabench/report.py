@@ -123,6 +123,15 @@ TABLE_INTRO = {
                              "a fixed-size pool cannot serve mixed sizes. Every object is stamped, and "
                              "checked in every word between the phases, as there. 16 threads hold about "
                              "830 MB at once.",
+    "realloc-grow": "Objects grown by appending, as lists and string builders grow: each thread starts "
+                    "2,000 objects, appends to a random unfinished one at a time until each has its final "
+                    "length (heavy-tailed: median 64 B, 1 in 128 above 256 KiB, at most 512 KiB), then "
+                    "checks and frees them all; rounds of that. Lists hold 8-byte elements appended one at "
+                    "a time, their capacity grown to n + n/8 + 6 elements (Python's lists); strings get "
+                    "chunks of 1..32 bytes, their capacity doubled from 16. Every realloc is followed by a "
+                    "check of all the bytes the object held, moved or not. median = seconds for the whole "
+                    "run (lower is better); reallocs = how many (the same under every allocator); moved = "
+                    "those that returned a new address, so the allocator copied the object.",
     "objpool-rss": "Seed 001: 16 threads x 100,000 x 64 B (102.4 MB of objects, 12.8 MB of pointer "
                    "arrays, mmap'd by the benchmark), VmRSS read by the main thread while the workers "
                    "hold their objects. median = VmRSS with everything live (first round).",

@@ -18,6 +18,7 @@ fails every run, so that a new program cannot go unchecked.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable
 
@@ -241,6 +242,71 @@ def expect_threadchurn(o: dict, out: dict) -> list[str]:
     return r.problems
 
 
+@functools.lru_cache(maxsize=8)
+def reallocgrow_work(seed: int, threads: int, objects: int, rounds: int, max_kib: int) -> dict[str, int]:
+    """What reallocgrow does for its command line, computed as reallocgrow.c
+    decides it (object_hash, start_object, grown_capacity): each object's
+    kind, final length and chunk come from a hash of (seed, thread, number),
+    so the reallocs, the bytes checked after them and before the frees, and
+    the appends are known without the run (the order of the steps changes
+    none of them).  Cached: every round of a workload asks the same."""
+    total = {"reallocs": 0, "kept": 0, "final": 0, "appends": 0}
+    most = max_kib << 10
+    for t in range(threads):
+        base = mix64(seed * 0x9E3779B97F4A7C15 + t + 1)
+        for k in range(objects * rounds):
+            h = mix64(base ^ ((k * 0xD1B54A32D192ED03) & MASK64))
+            u = (h >> 40) + 1
+            length = min((1 << 52) // u // u, most)
+            cap = 0
+            if h & 1 == 0:   # a list of length // 8 elements, one per append
+                elements = length // 8
+                while cap < elements:   # full: grow for one more element
+                    need = cap + 1
+                    if cap:
+                        total["reallocs"] += 1
+                        total["kept"] += 8 * cap
+                    cap = need + (need >> 3) + 6
+                total["final"] += 8 * elements
+                total["appends"] += elements
+            else:            # a string builder: chunks of c bytes, capacity doubled from 16
+                c = 1 + ((h >> 1) & 31)
+                cap = 16
+                while cap < min(c, length):
+                    cap *= 2
+                while length > cap:
+                    i = cap // c   # the first append that does not fit
+                    need = min((i + 1) * c, length)
+                    total["reallocs"] += 1
+                    total["kept"] += i * c
+                    while cap < need:
+                        cap *= 2
+                total["final"] += length
+                total["appends"] += -(-length // c)
+    return total
+
+
+def expect_reallocgrow(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    seed, t = count(o.get("seed", 1)), count(o.get("threads", 1))
+    objects, rounds, max_kib = count(o.get("objects", 2000)), count(o.get("rounds", 10)), count(o.get("max-kib", 512))
+    work = reallocgrow_work(seed, t, objects, rounds, max_kib)
+    n = t * objects * rounds
+    r.equal("blocks", n, f"{t} threads x {objects} objects x {rounds} rounds, checked before their free")
+    r.equal("reallocs", work["reallocs"], "the reallocs the objects' growth calls for, each checked")
+    r.equal("full", n + work["reallocs"], "every object before its free and after every realloc")
+    r.equal("bytes", work["kept"] + work["final"], "the bytes kept by every realloc, and every object's")
+    for key, want in (("reallocs", work["reallocs"]), ("appends", work["appends"]),
+                      ("final_bytes", work["final"])):
+        v = out.get(key)
+        if v != want:
+            r.problems.append(f"{key} = {v!r}, expected {want}")
+    moves = out.get("moves")
+    if isinstance(moves, bool) or not isinstance(moves, int) or not 0 <= moves <= work["reallocs"]:
+        r.problems.append(f"moves = {moves!r}, expected 0..{work['reallocs']} (reallocs that moved)")
+    return r.problems
+
+
 def expect_coding_bench(o: dict, out: dict) -> list[str]:
     r = Report(out)
     r.equal("slots", 8192 + 1024, "8192 binary and 1024 text slots read back")
@@ -284,6 +350,7 @@ EXPECT: dict[str, Callable[[dict, dict], list[str]]] = {
     "manythreads": expect_manythreads,
     "largechurn": expect_largechurn,
     "threadchurn": expect_threadchurn,
+    "reallocgrow": expect_reallocgrow,
     "coding_bench": expect_coding_bench,
     "icount": expect_icount,
 }

@@ -275,6 +275,21 @@ WORKLOADS: list[Workload] = [
                    "(1 in 32 ~270 KB) and writes them, frees the 128 its predecessor handed it and half "
                    "its own, hands the rest on, exits"),
 
+    # -- 12. realloc growth: many live objects grown by appending, as lists
+    #    (capacity n + n/8 + 6) and string builders (capacity doubled) grow;
+    #    a few grow past 256 KiB into large blocks.
+    *[Workload(f"realloc-grow-{t}t", "reallocgrow",
+               ("--threads", str(t), "--objects", "{grow_objects}", "--rounds", "{grow_rounds}",
+                "--max-kib", "512"),
+               params={"grow_objects": 2000, "grow_rounds": rounds}, quick={"grow_objects": 500, "grow_rounds": 1},
+               metric="elapsed_s", unit="s", table="realloc-grow", threads=t,
+               extras=(("reallocs", "reallocs", "num"), ("moves", "moved", "num"),
+                       ("moved_pct", "moved %", "num")),
+               title=f"{t} thread(s) x 2,000 objects x {rounds} rounds, each grown by appending "
+                     "(lists by n/8 + 6 elements, strings doubled) to a heavy-tailed length "
+                     "(16 B..512 KiB, median 64 B), checked after every realloc and before its free")
+      for t, rounds in ((1, 10), (4, 4))],
+
     # -- 7. encode-fixed64 (seed 004): no allocator involved, run once
     Workload("encode-fixed64", "coding_bench", ("--n", "{n}", "--n-text", "{nt}"),
              params={"n": "100M", "nt": "100M"}, quick={"n": "1M", "nt": "1M"},
