@@ -134,10 +134,60 @@ def summary_lines(workloads: list[Workload], rows_by: dict) -> list[str]:
     return lines
 
 
+# Tables that get fastalloc's geometric means of their own, under the table
+# and in the summary.
+GEOMEAN_TABLES = ("real programs",)
+
+
+def table_geomeans(tname: str, workloads: list[Workload], rows_by: dict) -> list[str]:
+    """fastalloc over one table: the geometric means of its ratios to glibc
+    and to the best other allocator of each workload (as summary_lines does
+    over the suite), and to the best peer over the whole table: the other
+    allocator whose own medians have the best geometric mean against
+    fastalloc's.  Only workloads where fastalloc has a median count; a peer
+    counts only if it has a median on all of them."""
+    ws = [w for w in workloads if w.table == tname and w.kind == "alloc" and not w.label]
+    fa = {w.name: r for w in ws for r in rows_by.get(w.name, [])
+          if r["allocator"] == "fastalloc" and r["median"] is not None}
+    if not fa:
+        return []
+    n = len(fa)
+    what = f"{n} {'workload' if n == 1 else 'workloads'}"
+    lines = []
+    g = geomean([r["vs_glibc"] for r in fa.values()])
+    if g is not None:
+        lines.append(f"{tname}: fastalloc vs glibc, geometric mean over {what}: {g:.2f}x")
+    b = geomean([r["vs_best"] for r in fa.values()])
+    if b is not None:
+        lines.append(f"{tname}: fastalloc vs the best other allocator of each workload, geometric mean: {b:.2f}x")
+    better = {w.name: w.higher_is_better for w in ws}
+    peers: dict[str, list[float]] = {}
+    for wname, fr in fa.items():
+        for r in rows_by.get(wname, []):
+            if r["allocator"] != "fastalloc" and not r["name"].startswith("fa_") and r["median"]:
+                ratio = r["median"] / fr["median"] if better[wname] else fr["median"] / r["median"]
+                peers.setdefault(r["name"], []).append(ratio)
+    full = {name: geomean(rs) for name, rs in peers.items() if len(rs) == n and name != "glibc"}
+    if full:
+        best = max(full, key=lambda name: full[name])   # the peer fastalloc does worst against
+        lines.append(f"{tname}: fastalloc vs the best peer over the table ({best}), geometric mean: "
+                     f"{full[best]:.2f}x"
+                     + (f" (the others: {', '.join(f'{k} {v:.2f}x' for k, v in full.items() if k != best)})"
+                        if len(full) > 1 else ""))
+    return lines
+
+
 def add_checks(tables: list[Table], workloads: list[Workload], rows_by: dict) -> list[str]:
-    """Puts fa_pool's targets under the objpool-shuffle table and the RSS
-    checks under objpool-rss.  Returns the summary lines."""
+    """Puts fa_pool's targets under the objpool-shuffle table, the RSS
+    checks under objpool-rss, and fastalloc's geometric means under the
+    tables of GEOMEAN_TABLES.  Returns the summary lines."""
     summary = summary_lines(workloads, rows_by)
+    for tname in GEOMEAN_TABLES:
+        lines = table_geomeans(tname, workloads, rows_by)
+        summary += lines
+        for t in tables:
+            if t.name == tname:
+                t.notes += lines
     pool_body, pool_summary = pool_targets(rows_by)
     rss_lines, rss_summary = rss_checks(rows_by)
     summary += pool_summary + rss_summary

@@ -132,6 +132,16 @@ TABLE_INTRO = {
                     "check of all the bytes the object held, moved or not. median = seconds for the whole "
                     "run (lower is better); reallocs = how many (the same under every allocator); moved = "
                     "those that returned a new address, so the allocator copied the object.",
+    "real programs": "Real programs under each allocator (LD_PRELOAD, which reaches every process they "
+                     "start: checked in the dynamic loader's log of each), timed by bench/realprog.c from "
+                     "the program's start to its end, and their output compared with what realprog "
+                     "computes from the input it wrote: python3 running bench/programs/dicts.py with "
+                     "PYTHONMALLOC=malloc (so that its small objects come from malloc, not from its own "
+                     "arenas); sqlite3 inserting rows one INSERT at a time into an in-memory database in "
+                     "one transaction, indexing and querying them; gcc compiling and linking a generated "
+                     "C file at -O2 (gcc, cc1, as, collect2, ld; the compiled program is run, untimed, and "
+                     "its output checked). peak RSS and faults are those of the whole process tree "
+                     "(realprog's own are small). median = seconds (lower is better).",
     "objpool-rss": "Seed 001: 16 threads x 100,000 x 64 B (102.4 MB of objects, 12.8 MB of pointer "
                    "arrays, mmap'd by the benchmark), VmRSS read by the main thread while the workers "
                    "hold their objects. median = VmRSS with everything live (first round).",

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -187,6 +188,11 @@ class Runner:
 
     def run(self, w: Workload, alloc: Allocator, argv: list[str], rnd: int, timeout: float) -> RunResult:
         res = RunResult(w.name, alloc.name, rnd, ok=False)
+        missing = [p for p in w.needs if shutil.which(p) is None]
+        if missing:  # a real program that is not installed: the row fails, saying why
+            res.error = (f"not run: {', '.join(missing)} not found on PATH "
+                         f"(apt-get install -y {' '.join(missing)})")
+            return res
         try:
             self._run(res, w, alloc, argv, timeout)
         except RunFailed as e:

@@ -307,6 +307,30 @@ def expect_reallocgrow(o: dict, out: dict) -> list[str]:
     return r.problems
 
 
+# realprog: the lines of each program's output for --n (sqlite: 4 lines and
+# one per group of rows, 97 groups), and the fewest processes a run starts.
+REALPROG_LINES = {"python": lambda n: 6, "sqlite": lambda n: 4 + min(n, 97), "gcc": lambda n: 1}
+REALPROG_PROCESSES = {"python": 1, "sqlite": 1, "gcc": 3}   # gcc: gcc, cc1, as at least
+
+
+def expect_realprog(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    prog, n = o.get("program", "python"), count(o.get("n", 0))
+    if prog not in REALPROG_LINES:
+        return [f"unknown --program {prog!r}"]
+    r.equal("outputs", 1, "the program's output, compared with what it must be")
+    r.equal("items", n, "--n")
+    r.equal("lines", REALPROG_LINES[prog](n), f"{prog}'s output for --n {n}")
+    r.between("processes", REALPROG_PROCESSES[prog], 10000, f"loader logs of {prog}'s processes")
+    # Under a preload (an allocator other than glibc served realprog's own
+    # malloc), every process must have had it.
+    procs = r.checked.get("processes")
+    if "preloaded" in r.checked or out.get("allocator") != "glibc":
+        r.equal("preloaded", procs if isinstance(procs, int) else -1,
+                "every process the run started had the preloaded allocator")
+    return r.problems
+
+
 def expect_coding_bench(o: dict, out: dict) -> list[str]:
     r = Report(out)
     r.equal("slots", 8192 + 1024, "8192 binary and 1024 text slots read back")
@@ -351,6 +375,7 @@ EXPECT: dict[str, Callable[[dict, dict], list[str]]] = {
     "largechurn": expect_largechurn,
     "threadchurn": expect_threadchurn,
     "reallocgrow": expect_reallocgrow,
+    "realprog": expect_realprog,
     "coding_bench": expect_coding_bench,
     "icount": expect_icount,
 }

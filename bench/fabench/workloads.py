@@ -5,10 +5,11 @@ rounds)."""
 from __future__ import annotations
 
 import fnmatch
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import SetupError
+from . import BENCH_DIR, SetupError
 from .allocators import GLIBC, Allocator
 
 FULL_ROUNDS = 3
@@ -43,6 +44,8 @@ class Workload:
     threads, plot  x value and plot family for the thread-scaling plots.
     rounds   rounds for this workload (full, quick); 0 = the run's default.
     full     part of a default full run (else only with --only).
+    needs    programs the workload runs that must be on PATH (the real
+             programs: sqlite3, gcc); without one, its runs fail, saying so.
     """
 
     name: str
@@ -66,6 +69,7 @@ class Workload:
     plot: str = ""
     rounds: tuple[int, int] = (0, 0)
     full: bool = True
+    needs: tuple[str, ...] = ()
 
     def argv(self, overrides: dict, quick: bool) -> list[str]:
         values = dict(self.params)
@@ -162,6 +166,11 @@ def objpool_rss(api: str) -> Workload:
 
 # 38 small sizes (16, 42, ..., 978 B) and two large ones.
 MIXED_LARGE = ",".join([str(16 + 26 * i) for i in range(38)] + ["300000", "900000"])
+
+# The real programs' interpreter: the Python that runs run.py (its real
+# binary, not a launcher script in front of it); --set python=PATH for another.
+PYTHON = sys.executable or "python3"
+DICTS_SCRIPT = str(BENCH_DIR / "programs" / "dicts.py")
 
 # The suite.  Add entries here (and programs to bench/CMakeLists.txt).
 WORKLOADS: list[Workload] = [
@@ -289,6 +298,26 @@ WORKLOADS: list[Workload] = [
                      "(lists by n/8 + 6 elements, strings doubled) to a heavy-tailed length "
                      "(16 B..512 KiB, median 64 B), checked after every realloc and before its free")
       for t, rounds in ((1, 10), (4, 4))],
+
+    # -- 13. real programs, each timed by realprog (the program alone, from
+    #    its fork to its end) with its output checked; the preload reaches
+    #    every process they start (gcc's cc1, as, collect2, ld).  One round
+    #    in a quick run: they exist there to prove they run and validate.
+    Workload("prog-python-dicts", "realprog",
+             ("--program", "python", "--exe", "{python}", "--script", "{script}", "--n", "{records}"),
+             params={"python": PYTHON, "script": DICTS_SCRIPT, "records": "60k"}, quick={"records": "3k"},
+             metric="elapsed_s", unit="s", table="real programs", rounds=(0, 1),
+             title="python3 (PYTHONMALLOC=malloc) runs bench/programs/dicts.py: 60,000 records as dicts, "
+                   "indexed, grouped into lists, counted, a third deleted, sorted, joined"),
+    Workload("prog-sqlite-bulk", "realprog", ("--program", "sqlite", "--exe", "sqlite3", "--n", "{rows}"),
+             params={"rows": "150k"}, quick={"rows": "5k"},
+             metric="elapsed_s", unit="s", table="real programs", rounds=(0, 1), needs=("sqlite3",),
+             title="sqlite3, in-memory database: 150,000 INSERTs in one transaction, 2 indexes, "
+                   "grouped and ranged queries, a third deleted"),
+    Workload("prog-gcc-O2", "realprog", ("--program", "gcc", "--exe", "gcc", "--n", "{functions}"),
+             params={"functions": 120}, quick={"functions": 5},
+             metric="elapsed_s", unit="s", table="real programs", rounds=(0, 1), needs=("gcc",),
+             title="gcc -O2 compiles and links a generated C file of 120 functions (cc1, as, collect2, ld)"),
 
     # -- 7. encode-fixed64 (seed 004): no allocator involved, run once
     Workload("encode-fixed64", "coding_bench", ("--n", "{n}", "--n-text", "{nt}"),
