@@ -89,7 +89,8 @@ FA_API int fa_option_set(const char *name, long long value);
 FA_API int fa_option_get(const char *name, long long *value);
 
 typedef struct fa_stats_t {
-    size_t mapped;        /* bytes mapped from the OS */
+    size_t mapped;        /* bytes of address space the heap has grown into (its
+                             unused reserve not counted) */
     size_t in_spans;      /* in spans cut into small blocks */
     size_t large;         /* in large blocks */
     size_t free;          /* in free spans (purged or not) */

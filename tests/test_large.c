@@ -99,6 +99,10 @@ static void *large_only(void *arg)
     CHECKF(st.thread_caches >= KEEP * 900 * KiB, "a large-only thread keeps %zu KiB of its %d freed blocks",
            st.thread_caches / KiB, KEEP);
     CHECK(st.threads >= 2);
+    /* What the caches hold never passes what they may hold, large blocks
+     * included (they make no claim on the global counter). */
+    CHECKF(st.thread_caches <= st.thread_caches_claimed, "caches hold %zu KiB, claim %zu KiB",
+           st.thread_caches / KiB, st.thread_caches_claimed / KiB);
     long long tcb = 0;
     CHECK(fa_option_get("thread_cache_bytes", &tcb) == 0);
     CHECKF(st.thread_caches <= 4 * (size_t)tcb, "%zu KiB cached, over 4 x thread_cache_bytes",

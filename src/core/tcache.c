@@ -463,7 +463,14 @@ size_t fa__tc_cached_bytes(void)
 
 size_t fa__tc_claimed_bytes(void)
 {
-    return __atomic_load_n(&claimed, __ATOMIC_RELAXED);
+    /* The lists' claims, and the large blocks kept, which claim nothing on
+     * the global counter (large_share) but are held all the same. */
+    size_t total = __atomic_load_n(&claimed, __ATOMIC_RELAXED);
+    fa__lock(&registry_lock);
+    for (struct fa__tcache *tc = registry.next; tc != &registry; tc = tc->next)
+        total += tc->large_bytes;
+    fa__unlock(&registry_lock);
+    return total;
 }
 
 unsigned fa__tc_live_threads(void)

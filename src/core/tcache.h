@@ -69,7 +69,8 @@ void fa__tc_free_slow(void *p) FA_HIDDEN;
 void fa__tc_init(void) FA_HIDDEN;
 
 /* Bytes held in all live thread caches (approximate while threads run), and
- * what they may hold together (their claims on the global bound). */
+ * what they may hold together (their lists' claims on the global bound, and
+ * the large blocks they keep). */
 size_t fa__tc_cached_bytes(void) FA_HIDDEN;
 size_t fa__tc_claimed_bytes(void) FA_HIDDEN;
 unsigned fa__tc_live_threads(void) FA_HIDDEN;
