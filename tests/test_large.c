@@ -6,6 +6,7 @@
 #include "util.h"
 
 #include <fastalloc.h>
+#include <sys/mman.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -126,11 +127,75 @@ static void test_large_only_thread(void)
     CHECK(pthread_join(t, NULL) == 0);
 }
 
+/* The end of the run of adjacent mappings that holds address a (the heap's
+ * range and its reserve above it), from /proc/self/maps; 0 if not found. */
+static uintptr_t mapping_run_end(uintptr_t a)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    CHECK(f != NULL);
+    char line[512];
+    uintptr_t end = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx", &lo, &hi) != 2)
+            continue;
+        if ((lo <= a && a < hi) || (end != 0 && lo == end))
+            end = hi;
+        else if (end != 0)
+            break;
+    }
+    fclose(f);
+    return end;
+}
+
+/* The heap outgrows its 1 GiB reserve when the address space right above it
+ * is taken (a page is mapped there first), so its next reserve starts a new
+ * range elsewhere.  The free space at the old range's top is no help there:
+ * a growth sized by what that top lacked was too small for the request in
+ * the new range, and the allocation after it crashed.  Blocks of 100 MiB
+ * and one page (each growth, in whole 2 MiB pages, leaves free space at the
+ * top), each followed by a small block, 1.5 GiB in all; two bytes of each
+ * are written and checked, so little of it is resident. */
+static void test_new_range(void)
+{
+    enum { N = 15 };
+    const size_t sz = 100 * MiB + 8 * KiB;
+    unsigned char *big[N];
+    void *small[N];
+    big[0] = fa_malloc(sz);
+    CHECK(big[0] != NULL);
+    uintptr_t end = mapping_run_end((uintptr_t)big[0]);
+    CHECK(end != 0);
+    void *block = mmap((void *)end, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    /* Where the kernel ignores the flag and maps elsewhere, or the page is
+     * taken already, the range cannot grow in place either way. */
+    for (int i = 0; i < N; i++) {
+        if (i > 0) {
+            big[i] = fa_malloc(sz);
+            CHECKF(big[i] != NULL, "block %d of 100 MiB", i);
+        }
+        big[i][0] = (unsigned char)i;
+        big[i][sz - 1] = (unsigned char)~i;
+        small[i] = fa_malloc(100);
+        CHECK(small[i] != NULL);
+        memset(small[i], i, 100);
+    }
+    for (int i = 0; i < N; i++) {
+        CHECK(big[i][0] == (unsigned char)i && big[i][sz - 1] == (unsigned char)~i);
+        CHECK(((unsigned char *)small[i])[99] == (unsigned char)i);
+        fa_free(big[i]);
+        fa_free(small[i]);
+    }
+    if (block != MAP_FAILED)
+        munmap(block, 4096);
+}
+
 int main(void)
 {
     fa_free(fa_malloc(1));
     test_thread_keeps_large();
     test_large_only_thread();
+    test_new_range();
     /* The rest tests the page heap itself: with no thread cache, every free
      * reaches it. */
     CHECK(fa_option_set("thread_cache_bytes", 0) == 0);

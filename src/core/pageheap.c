@@ -267,7 +267,10 @@ static bool reserve(size_t size)
  *   is at least grow_next, 4 MiB doubling up to 64 MiB, as before: growing
  *   by 2 MiB steps for them raised many-threads' peak RSS by 16% (median of
  *   40 runs: 60 MiB against 51; docs/HISTORY.md). */
-static bool grow(size_t npages)
+/* Bytes of growth that make a span of npages pages free: what the free span
+ * at the top of the current range lacks, in whole huge pages (0 on
+ * overflow). */
+static size_t growth_for(size_t npages)
 {
     size_t top = 0;
     if (ph.res_lo > ph.res_start) {
@@ -277,8 +280,22 @@ static bool grow(size_t npages)
     }
     size_t want = (npages - top) * FA_PAGE_SIZE;
     size_t size = (want + GROW_ALIGN - 1) & ~(GROW_ALIGN - 1);
-    if (size < want)
+    return size < want ? 0 : size;
+}
+
+static bool grow(size_t npages)
+{
+    size_t size = growth_for(npages);
+    if (size == 0)
         return false;
+    if (ph.res_hi - ph.res_lo < size) {
+        /* Ask for the whole request: a reserve that cannot sit right above
+         * the old one starts a new range, where the old top is no help. */
+        size_t full = (npages * FA_PAGE_SIZE + GROW_ALIGN - 1) & ~(GROW_ALIGN - 1);
+        if (full < size || !reserve(full))
+            return false;
+        size = growth_for(npages);
+    }
     if (npages * FA_PAGE_SIZE < GROW_EXACT_MIN) {
         if (ph.grow_next < GROW_MIN)
             ph.grow_next = GROW_MIN;
@@ -286,9 +303,9 @@ static bool grow(size_t npages)
             size = ph.grow_next;
         if (ph.grow_next < GROW_MAX)
             ph.grow_next *= 2;
+        if (size > ph.res_hi - ph.res_lo)
+            size = ph.res_hi - ph.res_lo; /* the rest of the reserve holds the request */
     }
-    if (ph.res_hi - ph.res_lo < size && !reserve(size))
-        return false;
     void *p = (void *)ph.res_lo;
     if (ph.res_lo + size > ph.res_rw) {
         if (ph.commit_next < COMMIT_MIN)
@@ -549,11 +566,10 @@ struct fa__span *fa__ph_alloc(size_t npages, size_t align_pages, unsigned state,
         s = find_free(need);
     }
     if (s == NULL) {
-        if (!grow(need)) {
+        if (!grow(need) || (s = find_free(need)) == NULL) {
             fa__unlock(&fa__ph_lock);
             return NULL;
         }
-        s = find_free(need);
     }
     if (FA_UNLIKELY(over_limit(s, need))) {
         /* Purging first may bring the resident total back under the limit;
