@@ -7,7 +7,8 @@
  *           flag that claims too much hands out dirty memory;
  *   tls     allocation from thread-specific-data destructors that run after
  *           fastalloc's own (in the same round and in later rounds);
- *   enomem  real out-of-memory: the OS refuses mmap under RLIMIT_AS.
+ *   enomem  real out-of-memory: the OS refuses mmap under RLIMIT_AS; past
+ *           the heap's first 1 GiB reserve, smaller reserves still serve.
  *
  * They change options and read fa_stats, so they do not share a process
  * with other tests. */
@@ -445,6 +446,35 @@ static void enomem_child(void)
     fa_free(big);
     keep = fa_realloc(keep, 4 * MiB);
     CHECK(keep != NULL && pat_ok(keep, MiB, 77));
+
+    /* Blocks of 64 MiB (two bytes of each written) until the OS says no.
+     * The heap's 1 GiB reserve was taken before the limit; past it, a new
+     * reserve of 1 GiB is refused, and the page heap must reserve just what
+     * the request needs from the 256 MiB left: more than 1 GiB in all
+     * (with no such fallback the count stops near 15). */
+    enum { MAXB = 64 };
+    static unsigned char *b[MAXB];
+    size_t nb = 0;
+    for (; nb < MAXB; nb++) {
+        errno = 0;
+        b[nb] = fa_malloc(64 * MiB);
+        if (b[nb] == NULL) {
+            CHECKF(errno == ENOMEM, "errno %d", errno);
+            break;
+        }
+        b[nb][0] = (unsigned char)nb;
+        b[nb][64 * MiB - 1] = (unsigned char)~nb;
+    }
+    printf("64 MiB blocks before ENOMEM: %zu\n", nb);
+    CHECKF(nb < MAXB, "no ENOMEM after %zu blocks of 64 MiB under a limit", nb);
+    CHECKF(nb * 64 > 1024 + 64, "only %zu blocks of 64 MiB: no reserve past the first 1 GiB", nb);
+    void *after = fa_malloc(100);
+    CHECK(after != NULL);
+    fa_free(after);
+    for (size_t i = 0; i < nb; i++) {
+        CHECK(b[i][0] == (unsigned char)i && b[i][64 * MiB - 1] == (unsigned char)~i);
+        fa_free(b[i]);
+    }
     fa_free(keep);
     _exit(check_done("test_edge enomem child"));
 }
