@@ -37,9 +37,9 @@ static struct {
     struct fa__span big;                    /* sentinel: spans > EXACT_LISTS */
     struct fa__span *spare;                 /* recycled span records */
     /* The reserve: address space above the heap's top, [res_lo, res_hi),
-     * mapped with no access.  The heap grows into it from res_lo up, by
-     * what a request lacks and no more (res_start: where the heap's part of
-     * this reserve begins).  See grow(). */
+     * mapped with no access.  The heap grows into it from res_lo up
+     * (res_start: where the heap's part of this reserve begins).  See
+     * grow(). */
     uintptr_t res_start, res_lo, res_hi;
     /* [res_lo, res_rw) is read-write already (untouched): mprotect takes
      * the process's mmap lock for writing, which stalls every other
@@ -254,19 +254,6 @@ static bool reserve(size_t size)
     return true;
 }
 
-/* Grow the heap so that a span of npages pages is free.  The growth joins the
- * free span at the heap's top, if there is one.
- * - For a request of 1 MiB or more, it is only what that span lacks, in
- *   whole huge pages: fresh pages are touched only when no free span fits,
- *   which keeps the resident heap close to the most ever in use when large
- *   blocks of varied sizes churn.  Growing by chunks that doubled up to
- *   64 MiB, with best fit over all of them, touched every page of every
- *   chunk in time instead (large-churn: 460 MiB resident for 352 MiB at most
- *   in use, against 415).
- * - For a smaller one (spans for small blocks, large blocks under 1 MiB) it
- *   is at least grow_next, 4 MiB doubling up to 64 MiB, as before: growing
- *   by 2 MiB steps for them raised many-threads' peak RSS by 16% (median of
- *   40 runs: 60 MiB against 51; docs/HISTORY.md). */
 /* Bytes of growth that make a span of npages pages free: what the free span
  * at the top of the current range lacks, in whole huge pages (0 on
  * overflow). */
@@ -283,6 +270,19 @@ static size_t growth_for(size_t npages)
     return size < want ? 0 : size;
 }
 
+/* Grow the heap so that a span of npages pages is free.  The growth joins the
+ * free span at the heap's top, if there is one.
+ * - For a request of 1 MiB or more, it is only what that span lacks, in
+ *   whole huge pages: fresh pages are touched only when no free span fits,
+ *   which keeps the resident heap close to the most ever in use when large
+ *   blocks of varied sizes churn.  Growing by chunks that doubled up to
+ *   64 MiB, with best fit over all of them, touched every page of every
+ *   chunk in time instead (large-churn: 460 MiB resident for 352 MiB at most
+ *   in use, against 415).
+ * - For a smaller one (spans for small blocks, large blocks under 1 MiB) it
+ *   is at least grow_next, 4 MiB doubling up to 64 MiB, as before: growing
+ *   by 2 MiB steps for them raised many-threads' peak RSS by 16% (median of
+ *   40 runs: 60 MiB against 51; docs/HISTORY.md). */
 static bool grow(size_t npages)
 {
     size_t size = growth_for(npages);

@@ -99,7 +99,7 @@ static size_t shed_target(size_t in_use, size_t dirty, size_t floor)
      * reserve of exactly the rebound would purge a large span whenever the
      * program freed a little more than it took back. */
     size_t reserve = max_z(hist.cur.rebound, hist.prev.rebound);
-    /* A quarter more: what a cycle takes again lies in spans with gaps
+    /* An eighth more: what a cycle takes again lies in spans with gaps
      * between them (a thread's exit, whose cap has no floor, purged a whole
      * span at every other generation of test_decay thread_reuse for want of
      * 7%). */

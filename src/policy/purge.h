@@ -22,7 +22,9 @@ void fa__purge_note_use(size_t in_use) FA_HIDDEN;
  * FA_PURGE_NONE.  in_use: bytes in spans in use; dirty: dirty free bytes. */
 size_t fa__purge_after_free(size_t in_use, size_t dirty) FA_HIDDEN;
 
-/* A thread exited: the same question. */
+/* A thread exited: the same question.  replaced: a new thread came since
+ * the exits just before (the policy then keeps what it held, unless use has
+ * fallen). */
 size_t fa__purge_at_exit(size_t in_use, size_t dirty, bool replaced) FA_HIDDEN;
 
 /* The page heap's timed look at its dirty spans, at now, with in_use bytes
