@@ -16,7 +16,7 @@ size_t fa_trim(void)
 {
     fa__ensure_init();
     fa__tc_flush_mine();
-    fa__central_drain(false);
+    fa__central_drain();
     return fa__ph_purge(true);
 }
 

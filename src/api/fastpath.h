@@ -1,8 +1,8 @@
 /* The fast paths of malloc and free, inlined into every public entry point.
- * Their common case (a small block; the thread cache has one, or has room)
- * is straight-line code with no call, no lock and no atomic
- * read-modify-write: one TLS load, one or two table loads and a free-list
- * pop or push.  Everything else leaves through one unlikely branch into a
+ * Their common case (a small block; the thread cache has one, or the block's
+ * span is the thread's own) is straight-line code with no call, no lock and
+ * no atomic read-modify-write: one TLS load, two or three table loads and a
+ * free-list pop or push.  Everything else leaves through one unlikely branch into a
  * slow path; that branch is where debug modes, hooks and tracing attach. */
 #ifndef FA_API_FASTPATH_H
 #define FA_API_FASTPATH_H
@@ -10,6 +10,7 @@
 #include "base/config.h"
 #include "core/freelist.h"
 #include "core/large.h"
+#include "core/pageheap.h"
 #include "core/pagemap.h"
 #include "core/sizeclass.h"
 #include "core/tcache.h"
@@ -34,22 +35,15 @@ FA_INLINE void *fa__do_malloc(size_t size)
     if (FA_UNLIKELY(p == NULL))
         return fa__api_alloc_slow(size);
     tc->heads[cls] = fa__fl_next(p);
-    tc->avail[cls]++;
     return p;
 }
 
-FA_INLINE void fa__free_to_class(void *p, size_t cls)
-{
-    struct fa__tcache *tc = fa__tls_cache;
-    if (FA_UNLIKELY(--tc->avail[cls] < 0)) {
-        /* The slow path reads the class again: passing it would cost the
-         * fast path a register move. */
-        fa__tc_free_slow(p);
-        return;
-    }
-    fa__fl_push(fa__tc_head(tc, cls), p);
-}
-
+/* A block goes back to its span's own freelist when the calling thread owns
+ * the span, which the page map says in one load; every other case (another
+ * thread's span, no span nobody owns, a large block, no cache yet, NULL)
+ * leaves through that one test.  used counts the span's blocks that are not
+ * on its freelist: when it reaches 0, every block is free and the slow path
+ * decides whether the thread keeps the span. */
 FA_INLINE void fa__do_free(void *p)
 {
     uintptr_t a = (uintptr_t)p;
@@ -58,7 +52,15 @@ FA_INLINE void fa__do_free(void *p)
         fa__large_free(p);
         return;
     }
-    fa__free_to_class(p, leaf->cls[fa__pm_index(a)]);
+    size_t i = fa__pm_index(a);
+    if (FA_UNLIKELY(__atomic_load_n(&leaf->owner[i], __ATOMIC_RELAXED) != fa__tls_cache)) {
+        fa__tc_free_slow(p);
+        return;
+    }
+    struct fa__span *s = leaf->span[i];
+    fa__fl_push(&s->freelist, p);
+    if (FA_UNLIKELY(--s->used == 0))
+        fa__tc_span_empty(s);
 }
 
 #endif

@@ -10,13 +10,9 @@ FA_HOT_ENTRY void fa_free(void *p)
 
 FA_HOT_ENTRY void fa_free_sized(void *p, size_t size)
 {
-    /* The size names the class, so the page map is not read.  Only the
-     * first table is used: it is filled once initialised, and p != NULL
-     * means a block was handed out, so initialisation is done. */
-    if (FA_LIKELY(size <= FA_SMALL_TABLE_MAX && p != NULL)) {
-        fa__free_to_class(p, fa__class_small[(size + 7) >> 3]);
-        return;
-    }
+    /* The block's span is read from the page map all the same: a free goes
+     * to the span, whatever its size. */
+    (void)size;
     fa__do_free(p);
 }
 

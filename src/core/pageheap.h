@@ -9,25 +9,41 @@
  * (core/tcache.c); still in use for the page heap, freed for everyone else. */
 enum { FA_SPAN_FREE = 0, FA_SPAN_SMALL = 1, FA_SPAN_LARGE = 2, FA_SPAN_PURGING = 3, FA_SPAN_CACHED = 4 };
 
+/* Where a small span's record is linked: nowhere (a full span, detached),
+ * on a central cache's list, or on its owner thread's list of the class. */
+enum { FA_LISTED_NONE = 0, FA_LISTED_CENTRAL = 1, FA_LISTED_THREAD = 2 };
+
+/* Low bit of xfree: the span is full and no thread owns it; the next free
+ * of one of its blocks takes it (core/tcache.c). */
+#define FA_XFREE_DETACHED ((uintptr_t)1)
+
 struct fa__span {
     uintptr_t start;  /* first byte, page aligned */
     struct fa__span *next, *prev; /* in a page-heap free list or a central list */
     uint32_t npages;
-    uint32_t used;    /* small spans: blocks out (in thread caches or live) */
+    uint32_t used;    /* small spans: blocks carved and not on freelist (live,
+                         in the owner's heads[], or on xfree) */
     uint8_t state;    /* FA_SPAN_* */
     uint8_t cls;
     uint8_t zeroed;   /* every byte is known to be zero (fresh or purged) */
-    uint8_t listed;   /* on a central cache's list of spans with free blocks */
+    uint8_t listed;   /* small spans: FA_LISTED_* (where the record is linked) */
     uint8_t dirty;    /* free, with pages that may be resident: to purge */
+    uint8_t kept;     /* small spans: every block free, counted in its owner's
+                         kept bytes (core/tcache.c) */
     /* A span is either in use or free, never both: the fields of each state
      * share memory, which keeps the record at one cache line. */
     union {
-        struct { /* small spans in use */
-            /* Blocks given back, and the never-used tail that is cut into
-             * blocks lazily so that a new span touches no page it does not
-             * hand out. */
+        struct { /* small spans in use (the protocol: core/tcache.c) */
+            /* Blocks freed by the span's owner, or, for a span nobody owns,
+             * blocks free under the central cache's class lock. */
             void *freelist;
-            uintptr_t bump, limit;
+            /* Blocks freed by other threads: a list pushed with one
+             * compare-and-swap, its low bit FA_XFREE_DETACHED. */
+            uintptr_t xfree;
+            /* Blocks cut from the span so far: the rest is cut lazily, so
+             * that a new span touches no page it does not hand out. */
+            uint32_t carved;
+            uint32_t touched; /* scavenge epoch when last allocated from */
         };
         struct { /* dirty free spans */
             /* ms, the low 32 bits of fa__now_ms(): ages are compared by

@@ -1,7 +1,10 @@
-/* Page map: a two-level radix tree from an address to the span that holds it
- * and that span's size class.  The class sits in a byte array of its own so
- * that a free needs one load from the root and one byte load to know where the
- * block goes; the span pointer is read only on slow paths. */
+/* Page map: a two-level radix tree from an address to the span that holds it,
+ * that span's size class, and the thread cache that owns it.  A free reads
+ * the owner first: one load from the root and one from the leaf tell it
+ * whether the block's span is its own thread's, and only then does it read
+ * the span.  An entry that no span ever had reads NULL as its owner, which no
+ * thread is, so a stray pointer into the heap's range falls into the slow
+ * path instead of following a NULL span. */
 #ifndef FA_PAGEMAP_H
 #define FA_PAGEMAP_H
 
@@ -20,8 +23,12 @@ struct fa__span;
 #define FA_PM_ROOT_LEN ((size_t)1 << FA_PM_ROOT_BITS)
 
 struct fa__pm_leaf {
-    uint8_t cls[FA_PM_LEAF_LEN];
+    /* The thread cache that owns the page's span (core/tcache.c), NULL for
+     * a span no thread owns and for everything that is not a small span.
+     * First, so that the free path indexes it with no offset to add. */
+    const void *owner[FA_PM_LEAF_LEN];
     struct fa__span *span[FA_PM_LEAF_LEN];
+    uint8_t cls[FA_PM_LEAF_LEN];
 };
 
 extern struct fa__pm_leaf *fa__pm_root[FA_PM_ROOT_LEN] FA_HIDDEN;
@@ -53,12 +60,16 @@ FA_INLINE struct fa__span *fa__pm_span(uintptr_t a)
     return __atomic_load_n(&leaf->span[fa__pm_index(a)], __ATOMIC_RELAXED);
 }
 
-/* Writers hold the page-heap lock.  Make sure leaves exist for a range of
+/* Writers of span and class hold the page-heap lock.  Make sure leaves exist for a range of
  * pages before it is handed out (false if the OS refused the memory). */
 bool fa__pm_reserve(uintptr_t start, size_t npages) FA_HIDDEN;
 /* Map each page in [start, start + npages pages) to span and cls. */
 void fa__pm_set(uintptr_t start, size_t npages, struct fa__span *span, unsigned cls) FA_HIDDEN;
 /* Set one page's entry (used for the first and last page of free spans). */
 void fa__pm_set_one(uintptr_t page_addr, struct fa__span *span, unsigned cls) FA_HIDDEN;
+/* Make owner (NULL: none) the owner of each page in [start, start + npages
+ * pages).  The span's owner writes it, or whoever takes a span nobody owns
+ * under the protocol of core/tcache.c; fa__pm_set clears it. */
+void fa__pm_set_owner(uintptr_t start, size_t npages, const void *owner) FA_HIDDEN;
 
 #endif

@@ -1,6 +1,26 @@
-/* Thread caches: the slow paths behind the inlined fast paths, the lists'
- * dynamic sizing, and the life cycle of a cache (created on a thread's first
- * allocation, flushed to the central cache when the thread exits, recycled). */
+/* Thread caches: the slow paths behind the inlined fast paths, the spans a
+ * thread owns and the protocol by which spans change hands, and the life
+ * cycle of a cache (created on a thread's first allocation, its spans given
+ * up when the thread exits, recycled).
+ *
+ * A small span is, at any time, in one of three states:
+ *  - owned by one thread: the page map names its cache as the owner of the
+ *    span's pages; it is on that cache's list of its class; its freelist and
+ *    used are that thread's alone;
+ *  - listed by the central cache: no owner; freelist and used belong to
+ *    whoever holds the class lock;
+ *  - detached: no owner, on no list, every block live or on xfree; its
+ *    xfree has the FA_XFREE_DETACHED bit.
+ * Any thread may push a block on any span's xfree, with one
+ * compare-and-swap.  A thread whose free finds the detached bit takes the
+ * span instead, clearing the word with that compare-and-swap: the span
+ * becomes its own, and the block goes on its freelist.  An owner gives a
+ * span up by clearing the page map first and then, for a full span, setting
+ * the detached bit on an empty xfree; if a block arrived in between, the
+ * owner keeps the span.  Blocks on xfree stay counted in used until the
+ * owner collects them.  These are the only ways a span changes hands; a span
+ * whose blocks are all free is never on xfree's side of that race, since
+ * used counts xfree. */
 #include "core/tcache.h"
 #include "base/lock.h"
 #include "base/options.h"
@@ -17,7 +37,7 @@
 /* Shared stand-ins: never hold a block.  `empty` is what a new thread sees;
  * `dead` is what a thread sees once its cache has been flushed at exit, so that
  * destructors running after ours still work, straight on the central cache. */
-#define STANDIN(k) { .avail = {[0 ... FA_NUM_CLASSES - 1] = FA_AVAIL_NEVER}, .heads = {0}, .kind = (k) }
+#define STANDIN(k) { .heads = {0}, .kind = (k) }
 static struct fa__tcache tc_empty = STANDIN(FA_TC_EMPTY);
 static struct fa__tcache tc_dead = STANDIN(FA_TC_DEAD);
 
@@ -28,6 +48,14 @@ static struct fa__tcache registry = {.next = &registry, .prev = &registry};
 static struct fa__tcache *spare_caches;
 static pthread_key_t exit_key;
 static size_t claimed;        /* sum of live caches' max_bytes */
+/* Claims on the global bound move in steps of this many bytes, so that a
+ * span that empties and fills again (a loop that frees its last block and
+ * allocates again) does not touch the shared counter each time. */
+#define CLAIM_STEP ((size_t)64 << 10)
+/* A span's blocks are cut this many at a time at least (fewer if the span
+ * has fewer), and at least a page's worth: the allocation slow path then
+ * runs once per 16 blocks at most while a span is being cut. */
+#define CARVE_MIN 16u
 static unsigned live_caches;
 /* Threads' exits since a cache was last created.  A thread that exits
  * while new ones keep coming is being replaced; a run of exits with no new
@@ -62,8 +90,6 @@ static struct fa__tcache *cache_new(void)
     tc->epoch = __atomic_load_n(&fa__scavenge_epoch, __ATOMIC_RELAXED);
     __atomic_add_fetch(&live_caches, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&exits_since_birth, 0, __ATOMIC_RELAXED);
-    /* Class 0 is "not a small block": its free always takes the slow path. */
-    tc->avail[0] = FA_AVAIL_NEVER;
     fa__lock(&registry_lock);
     tc->next = registry.next;
     tc->prev = &registry;
@@ -92,10 +118,6 @@ static struct fa__tcache *my_cache(void)
     return tc;
 }
 
-static unsigned list_len(const struct fa__tcache *tc, unsigned cls)
-{
-    return tc->maxlen[cls] - (uint32_t)tc->avail[cls];
-}
 
 /* What one cache may hold: its own cap, and its share of the global bound
  * among the threads alive now. */
@@ -112,15 +134,14 @@ static size_t share(void)
 }
 
 /* What one cache may hold in large blocks: four times its own cap, and
- * what its lists leave of its fair share of the global bound, so that lists
- * and large blocks of all caches together stay within thread_cache_max.
- * A large block that misses the cache takes the page heap's one lock, where
- * small blocks take a class's lock once per batch: threads that churn blocks
- * of a few hundred KiB contended on it at every allocation under the lists'
- * 2 MiB cap (micro-window256-mixedlarge, 2 threads: 1.6 us a pair against
- * 0.12 us with one thread).  Large blocks make no claim on the global
- * counter: an atomic add on one shared line at every large free and
- * allocation cost more than the page heap saved. */
+ * what its spans leave of its fair share of the global bound, so that
+ * spans and large blocks of all caches together stay within
+ * thread_cache_max.  A large block that misses the cache takes the page
+ * heap's one lock: threads that churn blocks of a few hundred KiB contended
+ * on it at every allocation under a 2 MiB cap (micro-window256-mixedlarge,
+ * 2 threads: 1.6 us a pair against 0.12 us with one thread).  Large blocks
+ * make no claim on the global counter: an atomic add on one shared line at
+ * every large free and allocation cost more than the page heap saved. */
 static size_t large_share(const struct fa__tcache *tc)
 {
     size_t fair = fair_share(), own = fa__opt.thread_cache_bytes * 4;
@@ -222,50 +243,215 @@ static void large_free(struct fa__tcache *tc, void *p)
     tc->large_bytes += bytes;
 }
 
-/* Raise a list's bound by delta blocks if the budgets allow. */
-static void grow_list(struct fa__tcache *tc, unsigned cls, uint32_t delta)
+/* ---- spans a thread owns ---- */
+
+static size_t span_bytes(const struct fa__span *s)
+{
+    return (size_t)s->npages * FA_PAGE_SIZE;
+}
+
+static void own_link(struct fa__tcache *tc, struct fa__span *s)
+{
+    struct fa__span **list = &tc->spans[s->cls];
+    s->prev = NULL;
+    s->next = *list;
+    if (*list != NULL)
+        (*list)->prev = s;
+    *list = s;
+    s->listed = FA_LISTED_THREAD;
+}
+
+static void own_unlink(struct fa__tcache *tc, struct fa__span *s)
+{
+    if (s->prev != NULL)
+        s->prev->next = s->next;
+    else
+        tc->spans[s->cls] = s->next;
+    if (s->next != NULL)
+        s->next->prev = s->prev;
+    s->next = s->prev = NULL;
+    s->listed = FA_LISTED_NONE;
+    if (tc->cur[s->cls] == s)
+        tc->cur[s->cls] = NULL;
+}
+
+/* Make s, which nobody owns and nobody else can take now, tc's. */
+static void own(struct fa__tcache *tc, struct fa__span *s)
+{
+    own_link(tc, s);
+    s->touched = tc->epoch;
+    fa__pm_set_owner(s->start, s->npages, tc);
+}
+
+static void unkeep(struct fa__tcache *tc, struct fa__span *s)
+{
+    s->kept = 0;
+    tc->kept_bytes -= span_bytes(s);
+}
+
+/* s, owned by tc, leaves it for the page heap: every block is free.  Its
+ * heads[] cannot hold any: they would count in used. */
+static void retire(struct fa__tcache *tc, struct fa__span *s)
+{
+    if (s->kept)
+        unkeep(tc, s);
+    own_unlink(tc, s);
+    /* The page heap clears the page map's owner with the rest. */
+    fa__central_retire(s);
+}
+
+/* Give up an owned span that still has blocks in use: a full one is
+ * detached, any other goes to the central cache. */
+static void disown(struct fa__tcache *tc, struct fa__span *s)
+{
+    if (s->kept)
+        unkeep(tc, s);
+    own_unlink(tc, s);
+    fa__pm_set_owner(s->start, s->npages, NULL);
+    if (s->used == 0 && __atomic_load_n(&s->xfree, __ATOMIC_RELAXED) == 0) {
+        fa__central_retire(s);
+        return;
+    }
+    if (s->freelist == NULL && s->carved == fa__classes[s->cls].objs) {
+        uintptr_t zero = 0;
+        if (__atomic_compare_exchange_n(&s->xfree, &zero, FA_XFREE_DETACHED, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED))
+            return;
+    }
+    fa__central_put(s);
+}
+
+/* Retire kept spans until the cache keeps at most limit bytes. */
+static void shed_kept(struct fa__tcache *tc, size_t limit)
+{
+    for (unsigned c = 1; c < FA_NUM_CLASSES && tc->kept_bytes > limit; c++) {
+        for (struct fa__span *s = tc->spans[c], *next; s != NULL && tc->kept_bytes > limit; s = next) {
+            next = s->next;
+            if (s->kept)
+                retire(tc, s);
+        }
+    }
+}
+
+/* Every block of s, which tc owns, is free: keep it if the cache's share
+ * allows, else it goes to the page heap. */
+static void keep(struct fa__tcache *tc, struct fa__span *s)
+{
+    size_t bytes = span_bytes(s);
+    if (tc->kept_bytes + bytes > tc->max_bytes) {
+        size_t need = tc->kept_bytes + bytes - tc->max_bytes;
+        need = (need + CLAIM_STEP - 1) & ~(CLAIM_STEP - 1);
+        size_t sh = share();
+        if (tc->max_bytes + need > sh)
+            need = sh > tc->max_bytes ? sh - tc->max_bytes : 0;
+        if (tc->kept_bytes + bytes > tc->max_bytes + need || !claim(tc, need)) {
+            retire(tc, s);
+            return;
+        }
+    }
+    s->kept = 1;
+    tc->kept_bytes += bytes;
+}
+
+void fa__tc_span_empty(struct fa__span *s)
+{
+    keep(fa__tls_cache, s);
+}
+
+/* Cut up to n fresh blocks off s (at least one is left), in address order,
+ * followed by tail; returns the first. */
+static void *carve(struct fa__span *s, const struct fa__class_info *ci, void *tail)
+{
+    uint32_t n = FA_PAGE_SIZE / ci->size;
+    if (n < CARVE_MIN)
+        n = CARVE_MIN;
+    if (n > ci->objs - s->carved)
+        n = ci->objs - s->carved;
+    uintptr_t first = s->start + (uintptr_t)s->carved * ci->size;
+    uintptr_t b = first + (uintptr_t)(n - 1) * ci->size;
+    fa__fl_set_next((void *)b, tail);
+    while (b > first) {
+        fa__fl_set_next((void *)(b - ci->size), (void *)b);
+        b -= ci->size;
+    }
+    s->carved += n;
+    s->used += n;
+    return (void *)first;
+}
+
+/* Fill heads[cls] from s, which tc owns, and return its first block; NULL
+ * when s has nothing free.  The freelist goes whole (its blocks leave used's
+ * complement, so used becomes carved without reading the list), then the
+ * remote frees (counted in used already), then fresh blocks. */
+static void *take_free(struct fa__tcache *tc, struct fa__span *s, unsigned cls)
 {
     const struct fa__class_info *ci = &fa__classes[cls];
-    /* A list can be over its class's bound after taking a span's whole free
-     * list: it does not grow further then. */
-    if (tc->maxlen[cls] >= ci->max_list)
-        return;
-    if (tc->maxlen[cls] + delta > ci->max_list)
-        delta = ci->max_list - tc->maxlen[cls];
-    size_t bytes = (size_t)delta * ci->size;
-    if (delta == 0 || tc->max_bytes + bytes > share() || !claim(tc, bytes))
-        return;
-    tc->maxlen[cls] += delta;
-    tc->avail[cls] += (int32_t)delta;
+    void *head = s->freelist;
+    if (head != NULL) {
+        if (s->kept)
+            unkeep(tc, s);
+        uint32_t n = s->carved - s->used;
+        s->freelist = NULL;
+        s->used = s->carved;
+        /* A short list from a span still being cut: cut more behind it, so
+         * that a loop that frees and allocates a few blocks does not come
+         * back here every few allocations. */
+        if (n < CARVE_MIN && s->carved < ci->objs)
+            head = carve(s, ci, head);
+    } else if (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) != 0) {
+        head = (void *)__atomic_exchange_n(&s->xfree, 0, __ATOMIC_ACQUIRE);
+    } else if (s->carved < ci->objs) {
+        head = carve(s, ci, NULL);
+    } else {
+        return NULL;
+    }
+    tc->heads[cls] = fa__fl_next(head);
+    return head;
 }
 
-/* Cut the first n blocks off a list and give them to the central cache
- * (to their spans when to_spans is set, so that empty spans can go). */
-static void release(struct fa__tcache *tc, unsigned cls, unsigned n, bool to_spans)
+/* s, tc's current span of its class or another of its spans, has nothing
+ * free: detach it, unless a remote free came meanwhile (false). */
+static bool detach(struct fa__tcache *tc, struct fa__span *s)
+{
+    fa__pm_set_owner(s->start, s->npages, NULL);
+    uintptr_t zero = 0;
+    if (__atomic_compare_exchange_n(&s->xfree, &zero, FA_XFREE_DETACHED, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED)) {
+        own_unlink(tc, s);
+        return true;
+    }
+    fa__pm_set_owner(s->start, s->npages, tc);
+    return false;
+}
+
+/* The current span's blocks still on heads[cls] go back to its freelist. */
+static void return_heads(struct fa__tcache *tc, unsigned cls)
 {
     void *head = tc->heads[cls];
-    void *last = fa__fl_nth(head, n - 1);
-    tc->heads[cls] = fa__fl_next(last);
-    fa__fl_set_next(last, NULL); /* a batch may be handed on whole from a slot */
-    tc->avail[cls] += (int32_t)n;
-    fa__central_release(cls, head, n, to_spans);
-}
-
-/* Shrink a list by n blocks and its bound with it, giving the budget back. */
-static void shrink_list(struct fa__tcache *tc, unsigned cls, unsigned n, bool to_spans)
-{
-    if (n == 0)
+    if (head == NULL)
         return;
-    release(tc, cls, n, to_spans);
-    tc->maxlen[cls] -= n;
-    tc->avail[cls] -= (int32_t)n;
-    unclaim(tc, (size_t)n * fa__classes[cls].size);
+    struct fa__span *s = tc->cur[cls];
+    unsigned n = 1;
+    void *last = head;
+    for (void *b = fa__fl_next(head); b != NULL; b = fa__fl_next(b)) {
+        last = b;
+        n++;
+    }
+    fa__fl_set_next(last, s->freelist);
+    s->freelist = head;
+    s->used -= n;
+    tc->heads[cls] = NULL;
+    if (s->used == 0 && !s->kept)
+        keep(tc, s);
 }
 
-/* Lists untouched since the last scavenge lose half their blocks; a cache
- * over its share of the global bound sheds its largest lists' halves. */
+/* Collect the remote frees of tc's spans other than the current ones, keep
+ * or retire the spans that are then all free, retire kept spans that no
+ * allocation took since the last scavenge, and give back claims the kept
+ * spans no longer need. */
 static FA_NOINLINE void scavenge(struct fa__tcache *tc)
 {
+    unsigned old = tc->epoch;
     tc->epoch = __atomic_load_n(&fa__scavenge_epoch, __ATOMIC_RELAXED);
     /* Large blocks no allocation took since the last scavenge go, and so
      * do the oldest while the cache is over its share. */
@@ -275,33 +461,27 @@ static FA_NOINLINE void scavenge(struct fa__tcache *tc)
     while (tc->nlarge > 0 && tc->large_bytes > large_share(tc))
         large_drop(tc, 0);
     for (unsigned c = 1; c < FA_NUM_CLASSES; c++) {
-        unsigned len = list_len(tc, c);
-        if (len > 0 && tc->heads[c] == tc->snap[c])
-            shrink_list(tc, c, (len + 1) / 2, true);
-    }
-    for (int guard = 0; tc->max_bytes > share() && guard < FA_NUM_CLASSES; guard++) {
-        unsigned big = 0;
-        size_t big_bytes = 0;
-        for (unsigned c = 1; c < FA_NUM_CLASSES; c++) {
-            size_t b = (size_t)tc->maxlen[c] * fa__classes[c].size;
-            if (b > big_bytes) {
-                big_bytes = b;
-                big = c;
-            }
+        for (struct fa__span *s = tc->spans[c], *next; s != NULL; s = next) {
+            next = s->next;
+            if (s == tc->cur[c])
+                continue;
+            if (fa__span_collect(s) > 0 && s->used == 0)
+                keep(tc, s);
+            else if (s->kept && s->touched != old && s->touched != tc->epoch)
+                retire(tc, s);
         }
-        if (big == 0)
-            break;
-        /* Empty the list if needed, then drop half its bound. */
-        unsigned len = list_len(tc, big);
-        unsigned cut = (tc->maxlen[big] + 1) / 2;
-        if (len > tc->maxlen[big] - cut)
-            release(tc, big, len - (tc->maxlen[big] - cut), true);
-        tc->maxlen[big] -= cut;
-        tc->avail[big] -= (int32_t)cut;
-        unclaim(tc, (size_t)cut * fa__classes[big].size);
     }
-    for (unsigned c = 1; c < FA_NUM_CLASSES; c++)
-        tc->snap[c] = tc->heads[c];
+    size_t sh = share();
+    if (tc->kept_bytes > sh)
+        shed_kept(tc, sh);
+    size_t spare = tc->max_bytes - tc->kept_bytes;
+    if (tc->max_bytes > sh || spare >= 2 * CLAIM_STEP) {
+        size_t want = (tc->kept_bytes + CLAIM_STEP - 1) & ~(CLAIM_STEP - 1);
+        if (want > sh)
+            want = tc->kept_bytes;
+        if (want < tc->max_bytes)
+            unclaim(tc, tc->max_bytes - want);
+    }
 }
 
 /* Slow-path housekeeping: the timed decay work, and this cache's scavenge
@@ -316,111 +496,108 @@ static inline void housekeeping(struct fa__tcache *tc)
 void *fa__tc_alloc_slow(size_t size)
 {
     unsigned cls = fa__size_to_class(size);
-    const struct fa__class_info *ci = &fa__classes[cls];
     struct fa__tcache *tc = my_cache();
-    void *head;
+    void *p;
     if (FA_UNLIKELY(tc == NULL)) {
-        if (fa__central_fetch(cls, &head, 1, false) == 0) {
+        p = fa__central_alloc_one(cls);
+        if (p == NULL)
+            errno = ENOMEM;
+        return p;
+    }
+    if (tc->heads[cls] != NULL) /* a nested call refilled it */
+        return fa__fl_pop(&tc->heads[cls]);
+    /* The current span first: most often this takes its freelist whole. */
+    struct fa__span *s = tc->cur[cls];
+    if (s != NULL) {
+        if ((p = take_free(tc, s, cls)) != NULL)
+            return p;
+        if (!detach(tc, s) && (p = take_free(tc, s, cls)) != NULL)
+            return p;
+        tc->cur[cls] = NULL;
+    }
+    housekeeping(tc);
+    /* Another span of the thread's; the ones with nothing free are
+     * detached on the way, so the walk does not pass them again. */
+    for (s = tc->spans[cls]; s != NULL;) {
+        struct fa__span *next = s->next;
+        if ((p = take_free(tc, s, cls)) != NULL) {
+            tc->cur[cls] = s;
+            s->touched = tc->epoch;
+            return p;
+        }
+        if (detach(tc, s))
+            s = next;
+    }
+    for (;;) {
+        s = fa__central_take(cls);
+        if (s == NULL) {
             errno = ENOMEM;
             return NULL;
         }
-        return head;
-    }
-    housekeeping(tc);
-    if (tc->heads[cls] != NULL) { /* a nested call refilled it */
-        tc->avail[cls]++;
-        return fa__fl_pop(&tc->heads[cls]);
-    }
-    /* Slow start: a list that keeps running dry is allowed to grow, one block
-     * at a time up to a batch, then a batch at a time. */
-    uint32_t want = tc->maxlen[cls] < ci->batch ? tc->maxlen[cls] : ci->batch;
-    if (want == 0)
-        want = 1;
-    if (tc->maxlen[cls] < ci->batch)
-        grow_list(tc, cls, 1);
-    else
-        grow_list(tc, cls, ci->batch);
-    if (want > tc->maxlen[cls] + 1)
-        want = tc->maxlen[cls] + 1; /* the byte budget is spent: stay within it */
-    unsigned got = fa__central_fetch(cls, &head, want, true);
-    if (got == 0) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    void *p = fa__fl_pop(&head);
-    tc->heads[cls] = head;
-    /* The list was empty, so it now holds got - 1 blocks. */
-    tc->avail[cls] -= (int32_t)(got - 1);
-    if (tc->avail[cls] < 0) {
-        /* A span's whole free list came, more than the list may hold: keep
-         * the surplus if the cache's share and the global bound allow, else
-         * it goes straight back.  Kept past the share, it stayed until the
-         * thread's next scavenge (for good, if the thread went idle), so
-         * thread_cache_bytes bounded nothing. */
-        unsigned over = (unsigned)-tc->avail[cls];
-        size_t bytes = (size_t)over * ci->size;
-        if (tc->max_bytes + bytes <= share() && claim(tc, bytes)) {
-            tc->maxlen[cls] += over;
-            tc->avail[cls] = 0;
-        } else {
-            release(tc, cls, over, false);
+        own(tc, s);
+        if ((p = take_free(tc, s, cls)) != NULL) {
+            tc->cur[cls] = s;
+            return p;
+        }
+        if (!detach(tc, s) && (p = take_free(tc, s, cls)) != NULL) {
+            tc->cur[cls] = s;
+            return p;
         }
     }
-    return p;
 }
 
+/* p goes on the xfree of s, which the calling thread does not own; or, when
+ * s is detached and the thread has a cache (tc), s becomes tc's and p goes
+ * on its freelist. */
+static void free_remote(struct fa__tcache *tc, struct fa__span *s, void *p)
+{
+    uintptr_t x = __atomic_load_n(&s->xfree, __ATOMIC_RELAXED);
+    for (;;) {
+        if (x & FA_XFREE_DETACHED) {
+            if (!__atomic_compare_exchange_n(&s->xfree, &x, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+                continue;
+            if (tc == NULL) { /* an exiting thread: the central cache takes it */
+                fa__fl_set_next(p, NULL);
+                fa__central_put_list(s, p);
+                return;
+            }
+            own(tc, s);
+            fa__fl_push(&s->freelist, p);
+            if (--s->used == 0)
+                keep(tc, s);
+            return;
+        }
+        fa__fl_set_next(p, (void *)x);
+        if (__atomic_compare_exchange_n(&s->xfree, &x, (uintptr_t)p, false, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED))
+            return;
+    }
+}
 
 void fa__tc_free_slow(void *p)
 {
-    unsigned cls = fa__pm_class((uintptr_t)p);
     struct fa__tcache *tc = fa__tls_cache;
-    if (cls == 0) {
-        tc->avail[0] = FA_AVAIL_NEVER;
+    uintptr_t a = (uintptr_t)p;
+    if (fa__pm_class(a) == 0) {
         if (p != NULL)
             large_free(tc, p);
         return;
     }
-    if (tc->kind != FA_TC_REAL) {
-        tc->avail[cls] = FA_AVAIL_NEVER;
+    struct fa__span *s = fa__pm_span(a);
+    if (tc->kind != FA_TC_REAL)
         tc = my_cache();
-        if (tc == NULL) {
-            fa__fl_set_next(p, NULL);
-            fa__central_release(cls, p, 1, false);
-            return;
-        }
-    } else {
-        tc->avail[cls]++; /* undo the fast path's decrement */
-        housekeeping(tc);
-    }
-    if (tc->avail[cls] <= 0) {
-        const struct fa__class_info *ci = &fa__classes[cls];
-        if (tc->maxlen[cls] < ci->batch)
-            grow_list(tc, cls, 1);
-        unsigned len = list_len(tc, cls);
-        if (tc->avail[cls] <= 0 && len > 0)
-            release(tc, cls, len < ci->batch ? len : ci->batch, false);
-    }
-    if (tc->avail[cls] <= 0) { /* nothing could be released: go straight back */
-        fa__fl_set_next(p, NULL);
-        fa__central_release(cls, p, 1, false);
-        return;
-    }
-    fa__fl_push(&tc->heads[cls], p);
-    tc->avail[cls]--;
+    free_remote(tc, s, p);
 }
 
-/* Empty every list and give the whole budget back; blocks go to their
- * spans, so spans that were only waiting for them can return to the page
- * heap. */
+/* Give back every span and large block, and the whole claim. */
 static void flush(struct fa__tcache *tc)
 {
     large_drop_all(tc);
     for (unsigned c = 1; c < FA_NUM_CLASSES; c++) {
-        unsigned len = list_len(tc, c);
-        if (len > 0)
-            release(tc, c, len, true);
-        tc->avail[c] -= (int32_t)tc->maxlen[c];
-        tc->maxlen[c] = 0;
+        return_heads(tc, c);
+        tc->cur[c] = NULL;
+        while (tc->spans[c] != NULL)
+            disown(tc, tc->spans[c]);
     }
     unclaim(tc, tc->max_bytes);
 }
@@ -452,19 +629,17 @@ size_t fa__tc_cached_bytes(void)
 {
     size_t total = 0;
     fa__lock(&registry_lock);
-    for (struct fa__tcache *tc = registry.next; tc != &registry; tc = tc->next) {
-        total += tc->large_bytes;
-        for (unsigned c = 1; c < FA_NUM_CLASSES; c++)
-            total += (size_t)(tc->maxlen[c] - (uint32_t)tc->avail[c]) * fa__classes[c].size;
-    }
+    for (struct fa__tcache *tc = registry.next; tc != &registry; tc = tc->next)
+        total += __atomic_load_n(&tc->large_bytes, __ATOMIC_RELAXED) +
+                 __atomic_load_n(&tc->kept_bytes, __ATOMIC_RELAXED);
     fa__unlock(&registry_lock);
     return total;
 }
 
 size_t fa__tc_claimed_bytes(void)
 {
-    /* The lists' claims, and the large blocks kept, which claim nothing on
-     * the global counter (large_share) but are held all the same. */
+    /* The claims, and the large blocks kept, which claim nothing on the
+     * global counter (large_share) but are held all the same. */
     size_t total = __atomic_load_n(&claimed, __ATOMIC_RELAXED);
     fa__lock(&registry_lock);
     for (struct fa__tcache *tc = registry.next; tc != &registry; tc = tc->next)

@@ -1,34 +1,42 @@
-/* Thread cache: per-thread free lists, one per size class.  The fast paths of
- * malloc and free (api/fastpath.h) touch only heads[] and avail[] of the calling
- * thread's cache. */
+/* Thread cache: the spans a thread owns, per size class.  The fast path of
+ * malloc (api/fastpath.h) touches only heads[] of the calling thread's cache;
+ * the fast path of free touches the page map and the block's span. */
 #ifndef FA_TCACHE_H
 #define FA_TCACHE_H
 
 #include "core/freelist.h"
 #include "core/sizeclass.h"
 
-/* avail[] value that no run of decrements brings to zero: the slow path
- * stores it back rather than adding, so lost updates in a shared cache do not
- * matter. */
-#define FA_AVAIL_NEVER (INT32_MIN / 2)
-
 /* Large blocks a thread keeps: at most this many, of at most
  * FA_TC_LARGE_MAX bytes each. */
 #define FA_TC_LARGE_SLOTS 8
 #define FA_TC_LARGE_MAX ((size_t)1 << 20)
 
+struct fa__span;
+
+/* A thread's cache is the spans it owns, per class.  One of them, cur[cls],
+ * is the one it allocates from: heads[cls] is a list of that span's free
+ * blocks, which malloc pops.  A free of a block whose span the thread owns
+ * pushes it on that span's own freelist (api/fastpath.h); any other free is
+ * a remote one and goes to the span's xfree list.  When heads[cls] runs
+ * dry, the slow path takes cur's freelist whole, then its xfree, then cuts
+ * fresh blocks, and only then moves to another span.  So blocks are handed
+ * out span by span, in whatever order they were freed, and a program that
+ * frees in random order still allocates within one span at a time. */
 struct fa__tcache {
-    /* --- read and written by the fast paths; avail first so that its
-     * offset is 0 and the free path indexes it without an extra add --- */
-    /* Room left in each list before it is full (maxlen - length).  A free
-     * decrements it and goes to the slow path when it turns negative, which
-     * folds "list full", "class 0 / not a small block", "no cache yet" and
-     * "debug or hook mode" into one sign test. */
-    int32_t avail[FA_NUM_CLASSES];
+    /* --- read and written by the fast paths: at offset 0, so that malloc
+     * indexes it without an add --- */
     void *heads[FA_NUM_CLASSES];
     /* --- slow paths only --- */
-    uint32_t maxlen[FA_NUM_CLASSES];
-    void *snap[FA_NUM_CLASSES]; /* heads at the last scavenge */
+    struct fa__span *cur[FA_NUM_CLASSES];
+    /* The spans this thread owns, per class (cur among them), linked
+     * through their next and prev, NULL-terminated. */
+    struct fa__span *spans[FA_NUM_CLASSES];
+    /* Bytes of owned spans whose every block is free (span->kept): what the
+     * thread holds that nobody uses.  Within max_bytes, this cache's claim
+     * on the global bound, which is within its share of it. */
+    size_t kept_bytes;
+    size_t max_bytes;
     unsigned epoch;    /* scavenge epoch this cache last saw */
     /* Large blocks this thread freed, kept for its next large allocations
      * (oldest first): the block comes back warm in this core's cache, with
@@ -38,8 +46,6 @@ struct fa__tcache {
     unsigned nlarge;
     size_t large_bytes;
     bool large_used;   /* taken from since the last scavenge */
-    size_t max_bytes;  /* sum of maxlen * size: bounds what the cache holds,
-                          and is this cache's claim on the global bound */
     struct fa__tcache *next, *prev; /* registry of live caches */
     uint8_t kind;      /* FA_TC_* */
 } FA_ALIGNED_CL;
@@ -52,25 +58,21 @@ enum { FA_TC_REAL = 0, FA_TC_EMPTY = 1, FA_TC_DEAD = 2 };
 extern __thread struct fa__tcache *fa__tls_cache
     __attribute__((tls_model("initial-exec"))) FA_HIDDEN;
 
-/* &tc->heads[cls], spelled so that the compiler folds the array's offset into
- * one addressing mode instead of adding it to the index first. */
-FA_INLINE void **fa__tc_head(struct fa__tcache *tc, size_t cls)
-{
-    return (void **)((char *)tc + __builtin_offsetof(struct fa__tcache, heads) + cls * sizeof(void *));
-}
-
-/* Slow paths: the list was empty / full, or the thread has no cache.  The
- * allocation slow path expects the allocator initialised (the api layer
- * sees to it); the free slow path hands a block that is not small to the
- * large-block layer. */
+/* Slow paths.  Allocation: heads[] was empty, or the thread has no cache;
+ * it expects the allocator initialised (the api layer sees to it).  Free: p
+ * is not in a span the thread owns (a remote free, a large block, or no
+ * cache yet); a block that is not small goes to the large-block layer.
+ * Span empty: a free made every block of s, which the calling thread owns,
+ * free. */
 void *fa__tc_alloc_slow(size_t size) FA_HIDDEN;
 void fa__tc_free_slow(void *p) FA_HIDDEN;
+void fa__tc_span_empty(struct fa__span *s) FA_HIDDEN;
 
 void fa__tc_init(void) FA_HIDDEN;
 
-/* Bytes held in all live thread caches (approximate while threads run), and
- * what they may hold together (their lists' claims on the global bound, and
- * the large blocks they keep). */
+/* Bytes held in all live thread caches (approximate while threads run):
+ * their all-free spans and the large blocks they keep; and what they may
+ * hold together (their claims on the global bound, and the large blocks). */
 size_t fa__tc_cached_bytes(void) FA_HIDDEN;
 size_t fa__tc_claimed_bytes(void) FA_HIDDEN;
 unsigned fa__tc_live_threads(void) FA_HIDDEN;

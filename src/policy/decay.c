@@ -14,7 +14,7 @@ static int background_state; /* 0 none, 1 starting or running */
 
 static void tick(void)
 {
-    fa__central_drain(true);
+    fa__central_drain();
     if (__atomic_load_n(&fa__opt.purge_delay_ms, __ATOMIC_RELAXED) >= 0)
         fa__ph_purge(false);
     fa__decay_scavenge_soon();
