@@ -8,8 +8,12 @@
 #include <errno.h>
 #include <string.h>
 
-void *fa__api_alloc_slow(size_t size)
+void *fa__api_alloc_slow(size_t size, unsigned cls)
 {
+    /* Class 0 (before start-up) has no current span. */
+    void *p = fa__tc_refill(cls);
+    if (FA_LIKELY(p != NULL))
+        return p;
     fa__ensure_init();
     return fa__tc_alloc_slow(size);
 }

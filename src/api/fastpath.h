@@ -18,7 +18,7 @@
 /* Slow paths (alloc.c): start-up, then the thread cache's refill; and a
  * block too large for the size classes.  Never inlined: the fast path
  * would pay for their stack frame. */
-FA_NOINLINE void *fa__api_alloc_slow(size_t size) FA_HIDDEN;
+FA_NOINLINE void *fa__api_alloc_slow(size_t size, unsigned cls) FA_HIDDEN;
 FA_NOINLINE void *fa__api_alloc_large(size_t size, size_t align, bool zero) FA_HIDDEN;
 
 FA_INLINE void *fa__do_malloc(size_t size)
@@ -33,7 +33,7 @@ FA_INLINE void *fa__do_malloc(size_t size)
     struct fa__tcache *tc = fa__tls_cache;
     void *p = tc->heads[cls];
     if (FA_UNLIKELY(p == NULL))
-        return fa__api_alloc_slow(size);
+        return fa__api_alloc_slow(size, cls);
     tc->heads[cls] = fa__fl_next(p);
     return p;
 }

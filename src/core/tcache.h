@@ -5,6 +5,7 @@
 #define FA_TCACHE_H
 
 #include "core/freelist.h"
+#include "core/pageheap.h"
 #include "core/sizeclass.h"
 
 /* Large blocks a thread keeps: at most this many, of at most
@@ -32,6 +33,7 @@ struct fa__tcache {
     /* The spans this thread owns, per class (cur among them), linked
      * through their next and prev, NULL-terminated. */
     struct fa__span *spans[FA_NUM_CLASSES];
+    void *snap[FA_NUM_CLASSES]; /* heads at the last scavenge */
     /* Bytes of owned spans whose every block is free (span->kept): what the
      * thread holds that nobody uses.  Within max_bytes, this cache's claim
      * on the global bound, which is within its share of it. */
@@ -65,6 +67,25 @@ extern __thread struct fa__tcache *fa__tls_cache
  * Span empty: a free made every block of s, which the calling thread owns,
  * free. */
 void *fa__tc_alloc_slow(size_t size) FA_HIDDEN;
+/* The short way out of an empty heads[cls]: the current span's freelist,
+ * taken whole, which a loop that frees and allocates again needs once per
+ * turn of the span.  The list's blocks leave used's complement, so used
+ * becomes carved (plus the current span's one) without reading the list.
+ * NULL when there is none, or no cache: take the slow path. */
+FA_INLINE void *fa__tc_refill(unsigned cls)
+{
+    struct fa__tcache *tc = fa__tls_cache;
+    struct fa__span *s = tc->cur[cls];
+    if (s == NULL)
+        return NULL;
+    void *p = s->freelist;
+    if (p == NULL)
+        return NULL;
+    s->freelist = NULL;
+    s->used = s->carved + 1;
+    tc->heads[cls] = fa__fl_next(p);
+    return p;
+}
 void fa__tc_free_slow(void *p) FA_HIDDEN;
 void fa__tc_span_empty(struct fa__span *s) FA_HIDDEN;
 
