@@ -30,6 +30,7 @@ struct fa__span {
     uint8_t dirty;    /* free, with pages that may be resident: to purge */
     uint8_t kept;     /* small spans: every block free, counted in its owner's
                          kept bytes (core/tcache.c) */
+    uint8_t full_seen; /* small spans: its owner found it full once */
     /* A span is either in use or free, never both: the fields of each state
      * share memory, which keeps the record at one cache line. */
     union {

@@ -281,6 +281,7 @@ static void own(struct fa__tcache *tc, struct fa__span *s)
 {
     own_link(tc, s);
     s->touched = tc->epoch;
+    s->full_seen = 0;
     fa__pm_set_owner(s->start, s->npages, tc);
 }
 
@@ -473,9 +474,12 @@ static void return_heads(struct fa__tcache *tc, unsigned cls)
  * or retire the spans that are then all free, retire kept spans that no
  * allocation took since the last scavenge, and give back claims the kept
  * spans no longer need. */
+static void out_flush_all(struct fa__tcache *tc);
+
 static FA_NOINLINE void scavenge(struct fa__tcache *tc)
 {
     unsigned old = tc->epoch;
+    out_flush_all(tc);
     tc->epoch = __atomic_load_n(&fa__scavenge_epoch, __ATOMIC_RELAXED);
     /* Large blocks no allocation took since the last scavenge go, and so
      * do the oldest while the cache is over its share. */
@@ -540,27 +544,33 @@ void *fa__tc_alloc_slow(size_t size)
     if (tc->heads[cls] != NULL) /* a nested call refilled it */
         return fa__fl_pop(&tc->heads[cls]);
     /* The current span first: most often this takes its freelist whole. */
-    struct fa__span *s = tc->cur[cls];
+    struct fa__span *s = tc->cur[cls], *full = NULL;
     if (s != NULL) {
         if ((p = take_free(tc, s, cls)) != NULL)
             return p;
         clear_cur(tc, cls);
-        if (!detach(tc, s) && (p = take_free(tc, s, cls)) != NULL) {
-            set_cur(tc, cls, s);
-            return p;
-        }
+        full = s;
+        s->full_seen = 1;
     }
     housekeeping(tc);
-    /* Another span of the thread's; the ones with nothing free are
-     * detached on the way, so the walk does not pass them again. */
+    /* Another span of the thread's.  A full span stays the thread's until
+     * a walk finds it full a second time, and is detached then: a thread
+     * whose blocks another thread frees (a producer) finds them back on
+     * its spans' xfree after a turn, where detaching a span the moment it
+     * filled had the consumer take it, and the producer cut fresh spans. */
     for (s = tc->spans[cls]; s != NULL;) {
         struct fa__span *next = s->next;
         if ((p = take_free(tc, s, cls)) != NULL) {
+            s->full_seen = 0;
             set_cur(tc, cls, s);
             return p;
         }
-        if (detach(tc, s))
+        if (s == full || !s->full_seen) {
+            s->full_seen = 1;
             s = next;
+        } else if (detach(tc, s)) {
+            s = next;
+        }
     }
     for (;;) {
         s = fa__central_take(cls);
@@ -576,10 +586,11 @@ void *fa__tc_alloc_slow(size_t size)
     }
 }
 
-/* p goes on the xfree of s, which the calling thread does not own; or, when
- * s is detached and the thread has a cache (tc), s becomes tc's and p goes
- * on its freelist. */
-static void free_remote(struct fa__tcache *tc, struct fa__span *s, void *p)
+/* The list head..tail of n blocks of s, which the calling thread does not
+ * own, goes on s's xfree with one compare-and-swap; or, when s is detached
+ * and the thread has a cache (tc), s becomes tc's and the blocks go on its
+ * freelist. */
+static void push_remote(struct fa__tcache *tc, struct fa__span *s, void *head, void *tail, uint32_t n)
 {
     uintptr_t x = __atomic_load_n(&s->xfree, __ATOMIC_RELAXED);
     for (;;) {
@@ -587,21 +598,39 @@ static void free_remote(struct fa__tcache *tc, struct fa__span *s, void *p)
             if (!__atomic_compare_exchange_n(&s->xfree, &x, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
                 continue;
             if (tc == NULL) { /* an exiting thread: the central cache takes it */
-                fa__fl_set_next(p, NULL);
-                fa__central_put_list(s, p);
+                fa__fl_set_next(tail, NULL);
+                fa__central_put_list(s, head);
                 return;
             }
             own(tc, s);
-            fa__fl_push(&s->freelist, p);
-            if (--s->used == 0)
+            fa__fl_set_next(tail, s->freelist);
+            s->freelist = head;
+            s->used -= n;
+            if (s->used == 0)
                 keep(tc, s);
             return;
         }
-        fa__fl_set_next(p, (void *)x);
-        if (__atomic_compare_exchange_n(&s->xfree, &x, (uintptr_t)p, false, __ATOMIC_RELEASE,
+        fa__fl_set_next(tail, (void *)x);
+        if (__atomic_compare_exchange_n(&s->xfree, &x, (uintptr_t)head, false, __ATOMIC_RELEASE,
                                         __ATOMIC_RELAXED))
             return;
     }
+}
+
+static void out_flush(struct fa__tcache *tc, struct fa__outbox *o)
+{
+    struct fa__span *s = o->s;
+    o->s = NULL;
+    tc->out_bytes -= o->bytes < tc->out_bytes ? o->bytes : tc->out_bytes;
+    push_remote(tc, s, o->head, o->tail, o->n);
+}
+
+static void out_flush_all(struct fa__tcache *tc)
+{
+    for (unsigned i = 1; i < FA_NUM_CLASSES; i++)
+        if (tc->out[i].s != NULL)
+            out_flush(tc, &tc->out[i]);
+    tc->out_bytes = 0;
 }
 
 void fa__tc_free_slow(void *p)
@@ -614,14 +643,50 @@ void fa__tc_free_slow(void *p)
         return;
     }
     struct fa__span *s = fa__pm_span(a);
-    if (tc->kind != FA_TC_REAL)
-        tc = my_cache();
-    free_remote(tc, s, p);
+    if (tc->kind != FA_TC_REAL && (tc = my_cache()) == NULL) {
+        push_remote(NULL, s, p, p, 1);
+        return;
+    }
+    /* Remote frees gather in the outbox, one span per class (snmalloc
+     * batches its remote frees the same way): one compare-and-swap per
+     * batch, and the span's record, which its owner writes, is touched once
+     * per batch.  A thread that frees what another allocates meets one span
+     * of each class at a time, its producer's current one. */
+    struct fa__outbox *o = &tc->out[s->cls];
+    uint32_t size = fa__classes[s->cls].size;
+    tc->out_bytes += size;
+    if (tc->out_bytes > FA_TC_OUTBOX_ALL) {
+        out_flush_all(tc);
+        tc->out_bytes = size;
+    }
+    if (o->s == s) {
+        fa__fl_set_next(p, o->head);
+        o->head = p;
+        o->n++;
+        o->bytes += size;
+        if (o->bytes >= FA_TC_OUTBOX_BYTES || o->n >= FA_TC_OUTBOX_BLOCKS)
+            out_flush(tc, o);
+        return;
+    }
+    if (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) & FA_XFREE_DETACHED) {
+        push_remote(tc, s, p, p, 1); /* takes the span */
+        return;
+    }
+    if (o->s != NULL)
+        out_flush(tc, o);
+    fa__fl_set_next(p, NULL);
+    o->s = s;
+    o->head = o->tail = p;
+    o->n = 1;
+    o->bytes = size;
+    if (size >= FA_TC_OUTBOX_BYTES)
+        out_flush(tc, o);
 }
 
 /* Give back every span and large block, and the whole claim. */
 static void flush(struct fa__tcache *tc)
 {
+    out_flush_all(tc);
     large_drop_all(tc);
     for (unsigned c = 1; c < FA_NUM_CLASSES; c++) {
         if (tc->cur[c] != NULL) {

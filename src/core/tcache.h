@@ -15,6 +15,19 @@
 
 struct fa__span;
 
+/* Remote frees wait in a thread's outbox, one span per class, until a
+ * batch is full (either bound), the slot is needed for another span, all
+ * batches together pass FA_TC_OUTBOX_ALL, or the thread scavenges, trims
+ * or exits. */
+#define FA_TC_OUTBOX_ALL ((size_t)256 << 10)
+#define FA_TC_OUTBOX_BLOCKS 64
+#define FA_TC_OUTBOX_BYTES ((uint32_t)64 << 10)
+struct fa__outbox {
+    struct fa__span *s; /* NULL: empty */
+    void *head, *tail;
+    uint32_t n, bytes;
+};
+
 /* A thread's cache is the spans it owns, per class.  One of them, cur[cls],
  * is the one it allocates from: heads[cls] is a list of that span's free
  * blocks, which malloc pops.  A free of a block whose span the thread owns
@@ -34,6 +47,8 @@ struct fa__tcache {
      * through their next and prev, NULL-terminated. */
     struct fa__span *spans[FA_NUM_CLASSES];
     void *snap[FA_NUM_CLASSES]; /* heads at the last scavenge */
+    struct fa__outbox out[FA_NUM_CLASSES];
+    size_t out_bytes;  /* in all batches */
     /* Bytes of owned spans whose every block is free (span->kept): what the
      * thread holds that nobody uses.  Within max_bytes, this cache's claim
      * on the global bound, which is within its share of it. */
