@@ -97,11 +97,11 @@ typedef struct fa_stats_t {
     size_t dirty;         /* in free spans not purged yet (resident) */
     size_t purged_total;  /* bytes purged so far */
     unsigned long long purges; /* madvise calls */
-    size_t thread_caches; /* free blocks held by thread caches */
+    size_t thread_caches; /* all-free spans and large blocks threads keep */
     size_t thread_caches_claimed; /* what they may hold together now */
     size_t thread_caches_bound;   /* thread_cache_max */
     unsigned threads;     /* threads with a cache */
-    size_t central;       /* free blocks held by the central caches */
+    size_t central;       /* free blocks in the spans central caches list */
     size_t metadata;      /* bytes mapped for the allocator's own records */
     size_t limit;
     long purge_delay_ms;

@@ -353,6 +353,14 @@ static void keep(struct fa__tcache *tc, struct fa__span *s)
     }
     s->kept = 1;
     tc->kept_bytes += bytes;
+    /* Every block is free, so the span starts over: its blocks are cut
+     * again in address order, instead of handed out in the order they were
+     * freed.  After a program frees in random order, its next allocations
+     * then walk memory forwards, which the hardware prefetches
+     * (objpool-shuffle, 1 thread: 6.4 against 11.2 ms allocating when every
+     * span is kept). */
+    s->freelist = NULL;
+    s->carved = 0;
 }
 
 void fa__tc_span_empty(struct fa__span *s)
@@ -410,10 +418,10 @@ static void *carve(struct fa__span *s, const struct fa__class_info *ci, void *ta
 static void *take_free(struct fa__tcache *tc, struct fa__span *s, unsigned cls)
 {
     const struct fa__class_info *ci = &fa__classes[cls];
+    if (s->kept)
+        unkeep(tc, s);
     void *head = s->freelist;
     if (head != NULL) {
-        if (s->kept)
-            unkeep(tc, s);
         /* The span is current or about to be: used counts one more. */
         uint32_t bias = tc->cur[cls] == s;
         uint32_t n = s->carved - (s->used - bias);
