@@ -1,5 +1,6 @@
 # Thin wrapper over CMake.  BUILD picks the build folder; CC the compiler;
-# SANITIZE=1 builds with ASan+UBSan (fa_ API only).  make bench: QUICK=1 for
+# SANITIZE=1 builds with ASan+UBSan, TSAN=1 with ThreadSanitizer (fa_ API
+# only).  make bench: QUICK=1 for
 # the smoke run, BENCH_FLAGS for more options of bench/run.py.
 BUILD ?= build
 PREFIX ?= /usr/local
@@ -7,6 +8,9 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 ifeq ($(SANITIZE),1)
 CMAKE_FLAGS += -DFA_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=RelWithDebInfo
+endif
+ifeq ($(TSAN),1)
+CMAKE_FLAGS += -DFA_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo
 endif
 ifneq ($(CC),)
 ifneq ($(origin CC),default)

@@ -40,7 +40,8 @@ static void list_push(struct central *cc, struct fa__span *s)
     head->next->prev = s;
     head->next = s;
     s->listed = FA_LISTED_CENTRAL;
-    cc->free_objs += fa__classes[s->cls].objs - s->used;
+    /* Read without the lock (fa__central_drain, stats). */
+    __atomic_store_n(&cc->free_objs, cc->free_objs + (fa__classes[s->cls].objs - s->used), __ATOMIC_RELAXED);
 }
 
 static void list_del(struct central *cc, struct fa__span *s)
@@ -49,7 +50,7 @@ static void list_del(struct central *cc, struct fa__span *s)
     s->next->prev = s->prev;
     s->next = s->prev = NULL;
     s->listed = FA_LISTED_NONE;
-    cc->free_objs -= fa__classes[s->cls].objs - s->used;
+    __atomic_store_n(&cc->free_objs, cc->free_objs - (fa__classes[s->cls].objs - s->used), __ATOMIC_RELAXED);
 }
 
 unsigned fa__span_collect(struct fa__span *s)

@@ -32,9 +32,11 @@ struct fa__span *fa__large_span_of(void *p, const char *who)
     struct fa__span *s = fa__pm_span((uintptr_t)p);
     if (s != NULL && s->npages != 0 && (uintptr_t)p >= s->start &&
         (uintptr_t)p < s->start + s->npages * FA_PAGE_SIZE) {
-        if (s->state == FA_SPAN_LARGE && s->start == (uintptr_t)p)
+        /* The state may change under a racing double free: read once. */
+        unsigned state = __atomic_load_n(&s->state, __ATOMIC_RELAXED);
+        if (state == FA_SPAN_LARGE && s->start == (uintptr_t)p)
             return s;
-        if (s->state == FA_SPAN_FREE || s->state == FA_SPAN_PURGING || s->state == FA_SPAN_CACHED)
+        if (state == FA_SPAN_FREE || state == FA_SPAN_PURGING || state == FA_SPAN_CACHED)
             fa__fatal("fastalloc: %s(): double free or stale pointer %p", who, p);
         fa__fatal("fastalloc: %s(): pointer %p is inside a block, not at its start", who, p);
     }
@@ -56,7 +58,7 @@ size_t fa__large_size(const struct fa__span *s)
 size_t fa__large_usable(void *p)
 {
     struct fa__span *s = fa__pm_span((uintptr_t)p);
-    if (s == NULL || s->state != FA_SPAN_LARGE || s->start != (uintptr_t)p) {
+    if (s == NULL || __atomic_load_n(&s->state, __ATOMIC_RELAXED) != FA_SPAN_LARGE || s->start != (uintptr_t)p) {
         fa__diag("fastalloc: malloc_usable_size(): invalid pointer %p", p);
         return 0;
     }

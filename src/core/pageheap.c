@@ -140,7 +140,7 @@ static struct fa__span *span_new(void)
 
 static void span_delete(struct fa__span *s)
 {
-    s->state = FA_SPAN_FREE;
+    __atomic_store_n(&s->state, FA_SPAN_FREE, __ATOMIC_RELAXED);
     s->npages = 0;
     s->start = 0;
     s->next = ph.spare;
@@ -155,7 +155,7 @@ static struct fa__span *list_for(size_t npages)
 /* Put a free span on its list and publish its ends in the page map. */
 static void insert_free(struct fa__span *s)
 {
-    s->state = FA_SPAN_FREE;
+    __atomic_store_n(&s->state, FA_SPAN_FREE, __ATOMIC_RELAXED);
     s->cls = 0;
     fa__pm_set_one(s->start, s, 0);
     fa__pm_set_one(s->start + (s->npages - 1) * FA_PAGE_SIZE, s, 0);
@@ -195,7 +195,7 @@ static struct fa__span *free_neighbour(uintptr_t page_addr)
     struct fa__span *n = fa__pm_span(page_addr);
     /* An entry can be stale (the interior page of an old span), so the record
      * must both be free and really cover the page. */
-    if (n == NULL || n->state != FA_SPAN_FREE || n->npages == 0)
+    if (n == NULL || __atomic_load_n(&n->state, __ATOMIC_RELAXED) != FA_SPAN_FREE || n->npages == 0)
         return NULL;
     if (page_addr < n->start || page_addr >= n->start + n->npages * FA_PAGE_SIZE)
         return NULL;
@@ -375,7 +375,7 @@ static bool split_tail(struct fa__span *s, size_t npages)
 
 static void mark_used(struct fa__span *s, unsigned state, unsigned cls)
 {
-    s->state = (uint8_t)state;
+    __atomic_store_n(&s->state, (uint8_t)state, __ATOMIC_RELAXED);
     s->cls = (uint8_t)cls;
     s->next = s->prev = NULL;
     s->dirty = 0;
@@ -433,7 +433,7 @@ static unsigned detach_dirty(struct fa__span **out, size_t down_to)
     while (n < PURGE_BATCH && ph.st.dirty_bytes > down_to && ph.dirty.dnext != &ph.dirty) {
         struct fa__span *s = ph.dirty.dnext;
         remove_free(s);
-        s->state = FA_SPAN_PURGING;
+        __atomic_store_n(&s->state, FA_SPAN_PURGING, __ATOMIC_RELAXED);
         s->dirty = 0;
         s->ndirty = 0;
         ph.purging_pages += s->npages;
@@ -632,7 +632,7 @@ void fa__ph_free(struct fa__span *s)
         fa__pm_set(s->start, s->npages, s, 0);
     else
         fa__pm_set_one(s->start, s, 0);
-    s->state = FA_SPAN_FREE;
+    __atomic_store_n(&s->state, FA_SPAN_FREE, __ATOMIC_RELAXED);
     s->zeroed = 0;
     s->used = 0;
     s->listed = 0;

@@ -181,7 +181,7 @@ static struct fa__span *large_take(struct fa__tcache *tc, unsigned i)
     for (unsigned k = i + 1; k < tc->nlarge; k++)
         tc->large[k - 1] = tc->large[k];
     tc->nlarge--;
-    tc->large_bytes -= bytes;
+    __atomic_store_n(&tc->large_bytes, tc->large_bytes - bytes, __ATOMIC_RELAXED);
     __atomic_store_n(&s->state, FA_SPAN_LARGE, __ATOMIC_RELAXED);
     return s;
 }
@@ -243,7 +243,7 @@ static void large_free(struct fa__tcache *tc, void *p)
      * the program, as it does for a block the page heap has. */
     __atomic_store_n(&s->state, FA_SPAN_CACHED, __ATOMIC_RELAXED);
     tc->large[tc->nlarge++] = s;
-    tc->large_bytes += bytes;
+    __atomic_store_n(&tc->large_bytes, tc->large_bytes + bytes, __ATOMIC_RELAXED);
 }
 
 /* ---- spans a thread owns ---- */
@@ -288,7 +288,7 @@ static void own(struct fa__tcache *tc, struct fa__span *s)
 static void unkeep(struct fa__tcache *tc, struct fa__span *s)
 {
     s->kept = 0;
-    tc->kept_bytes -= span_bytes(s);
+    __atomic_store_n(&tc->kept_bytes, tc->kept_bytes - span_bytes(s), __ATOMIC_RELAXED);
 }
 
 /* s, owned by tc, leaves it for the page heap: every block is free.  Its
@@ -352,7 +352,7 @@ static void keep(struct fa__tcache *tc, struct fa__span *s)
         }
     }
     s->kept = 1;
-    tc->kept_bytes += bytes;
+    __atomic_store_n(&tc->kept_bytes, tc->kept_bytes + bytes, __ATOMIC_RELAXED);
     /* Every block is free, so the span starts over: its blocks are cut
      * again in address order, instead of handed out in the order they were
      * freed.  After a program frees in random order, its next allocations
@@ -748,7 +748,7 @@ size_t fa__tc_claimed_bytes(void)
     size_t total = __atomic_load_n(&claimed, __ATOMIC_RELAXED);
     fa__lock(&registry_lock);
     for (struct fa__tcache *tc = registry.next; tc != &registry; tc = tc->next)
-        total += tc->large_bytes;
+        total += __atomic_load_n(&tc->large_bytes, __ATOMIC_RELAXED);
     fa__unlock(&registry_lock);
     return total;
 }
