@@ -8,7 +8,7 @@
  * to nobody), and one still owned by a thread that exited would keep it for
  * good.
  *
- *   test_handover exited | churn | fork */
+ *   test_handover exited | churn | fork | dormant */
 #include "check.h"
 #include "util.h"
 
@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 struct blk {
@@ -279,6 +280,75 @@ static void fk_child(struct blk *held, size_t n)
     _exit(0); /* a failed check ends the child with status 1 */
 }
 
+/* ---- dormant: a replaced thread's spans wait for its successor, and go
+ * back on their own when none comes ---- */
+
+static void *dm_thread(void *arg)
+{
+    struct blk *keep = arg;
+    struct blk b[64];
+    for (int i = 0; i < 64; i++)
+        blk_make(&b[i], 3000, mix64(0xd0u + (uint64_t)i));
+    for (int i = 1; i < 64; i++)
+        blk_free(&b[i]);
+    *keep = b[0]; /* one block stays live in its span */
+    return NULL;
+}
+
+/* The main thread's own churn, in a class of its own: its slow paths run
+ * the timed work, as any thread's do. */
+static void churn_64(void)
+{
+    static struct blk b[4096];
+    for (size_t i = 0; i < 4096; i++)
+        blk_make(&b[i], 64, i);
+    for (size_t i = 0; i < 4096; i++)
+        blk_free(&b[i]);
+}
+
+static int case_dormant(void)
+{
+    /* FASTALLOC_PURGE_DELAY_MS=20 (ctest): a tick every 10 ms. */
+    long long delay = 0;
+    CHECK(fa_option_get("purge_delay_ms", &delay) == 0);
+    CHECKF(delay > 0 && delay <= 100, "run with FASTALLOC_PURGE_DELAY_MS=20, not %lld", delay);
+    churn_64();
+    fa_stats_t st;
+    fa_stats(&st);
+    size_t base = st.in_spans;
+    struct blk kept;
+    pthread_t t;
+    /* One thread at a time: each exit is replaced (a thread was created
+     * since), so the thread's cache goes dormant with its span. */
+    CHECK(pthread_create(&t, NULL, dm_thread, &kept) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    fa_stats(&st);
+    size_t held = st.in_spans;
+    blk_free(&kept); /* a remote free into the dormant cache's span */
+    /* No new thread comes: within a few ticks, a scavenge gives the
+     * dormant cache's spans up (five all free, one whose last block was
+     * just freed remotely). */
+    size_t now = held;
+    double t0 = now_s();
+    while (now_s() - t0 < 2.0) {
+        churn_64();
+        fa_stats(&st);
+        now = st.in_spans;
+        if (now <= base + (held - base) / 4)
+            break;
+    }
+    printf("spans in use: %zu KiB before the thread, %zu KiB after its exit, %zu KiB %.0f ms later\n",
+           base / KiB, held / KiB, now / KiB, (now_s() - t0) * 1000);
+    CHECKF(held > base, "the thread's span was not in use after its exit (%zu KiB, %zu before)", held / KiB,
+           base / KiB);
+    /* The C library keeps a block or two of its own per thread (its
+     * thread stack cache): a span's worth of slack.  A dormant cache that
+     * nobody flushed keeps its six spans. */
+    CHECKF(now <= base + (held - base) / 4, "the dormant spans stayed in use: %zu KiB, %zu before the thread",
+           now / KiB, base / KiB);
+    return check_done("test_handover dormant");
+}
+
 static int case_fork(void)
 {
     pthread_t p[FK_PAIRS], c[FK_PAIRS];
@@ -332,7 +402,7 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*run)(void);
-    } cases[] = {{"exited", case_exited}, {"churn", case_churn}, {"fork", case_fork}};
+    } cases[] = {{"exited", case_exited}, {"churn", case_churn}, {"fork", case_fork}, {"dormant", case_dormant}};
     const char *c = argc > 1 ? argv[1] : "";
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(c, cases[i].name) == 0)

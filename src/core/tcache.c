@@ -46,6 +46,13 @@ __thread struct fa__tcache *fa__tls_cache __attribute__((tls_model("initial-exec
 static fa__lock_t registry_lock = FA_LOCK_INIT;
 static struct fa__tcache registry = {.next = &registry, .prev = &registry};
 static struct fa__tcache *spare_caches;
+/* Caches of threads that exited while others were being created: they keep
+ * their spans (and their current spans' heads) for the next new thread,
+ * which takes the most recent one whole.  A thread that replaces another
+ * then finds its predecessor's spans, warm, with no span changing hands; the
+ * next scavenge epoch, an exit that nothing replaces and fa_trim() give the
+ * spans of the ones left up (flush_dormant). */
+static struct fa__tcache *dormant_caches;
 static pthread_key_t exit_key;
 static size_t claimed;        /* sum of live caches' max_bytes */
 /* Claims on the global bound move in steps of this many bytes, so that a
@@ -70,25 +77,37 @@ static unsigned exits_since_birth;
 #define EXITS_REPLACED 2
 
 static void thread_exit(void *arg);
+static bool claim(struct fa__tcache *tc, size_t bytes);
+static void shed_kept(struct fa__tcache *tc, size_t limit);
+static size_t share(void);
+static void out_flush_all(struct fa__tcache *tc);
+static void flush_dormant(bool old_only);
 
 void fa__tc_init(void)
 {
     pthread_key_create(&exit_key, thread_exit);
 }
 
+
 static struct fa__tcache *cache_new(void)
 {
     fa__lock(&registry_lock);
-    struct fa__tcache *tc = spare_caches;
-    if (tc != NULL)
+    struct fa__tcache *tc = dormant_caches;
+    bool warm = tc != NULL;
+    if (warm) {
+        /* Peeked at without the lock (flush_dormant): stored atomically. */
+        __atomic_store_n(&dormant_caches, tc->next, __ATOMIC_RELAXED);
+    } else if ((tc = spare_caches) != NULL) {
         spare_caches = tc->next;
+    }
     fa__unlock(&registry_lock);
     if (tc == NULL) {
         tc = fa__meta_alloc(sizeof *tc);
         if (tc == NULL)
             return NULL;
     }
-    __builtin_memset(tc, 0, sizeof *tc);
+    if (!warm)
+        __builtin_memset(tc, 0, sizeof *tc);
     tc->kind = FA_TC_REAL;
     tc->epoch = __atomic_load_n(&fa__scavenge_epoch, __ATOMIC_RELAXED);
     __atomic_add_fetch(&live_caches, 1, __ATOMIC_RELAXED);
@@ -99,6 +118,12 @@ static struct fa__tcache *cache_new(void)
     registry.next->prev = tc;
     registry.next = tc;
     fa__unlock(&registry_lock);
+    if (warm && tc->kept_bytes > 0) {
+        /* Its predecessor's all-free spans: kept if the bound allows. */
+        size_t want = (tc->kept_bytes + CLAIM_STEP - 1) & ~(CLAIM_STEP - 1);
+        if (want > share() || !claim(tc, want))
+            shed_kept(tc, 0);
+    }
     return tc;
 }
 
@@ -482,12 +507,11 @@ static void return_heads(struct fa__tcache *tc, unsigned cls)
  * or retire the spans that are then all free, retire kept spans that no
  * allocation took since the last scavenge, and give back claims the kept
  * spans no longer need. */
-static void out_flush_all(struct fa__tcache *tc);
-
 static FA_NOINLINE void scavenge(struct fa__tcache *tc)
 {
     unsigned old = tc->epoch;
     out_flush_all(tc);
+    flush_dormant(true);
     tc->epoch = __atomic_load_n(&fa__scavenge_epoch, __ATOMIC_RELAXED);
     /* Large blocks no allocation took since the last scavenge go, and so
      * do the oldest while the cache is over its share. */
@@ -712,6 +736,34 @@ void fa__tc_flush_mine(void)
     struct fa__tcache *tc = fa__tls_cache;
     if (tc->kind == FA_TC_REAL)
         flush(tc);
+    flush_dormant(false);
+}
+
+/* Give up the spans of the dormant caches (all of them, or those that went
+ * dormant before the current scavenge epoch), and make them spare.  Nobody
+ * runs on a dormant cache: whoever takes one off the list may flush it. */
+static void flush_dormant(bool old_only)
+{
+    if (__atomic_load_n(&dormant_caches, __ATOMIC_RELAXED) == NULL)
+        return;
+    unsigned now = __atomic_load_n(&fa__scavenge_epoch, __ATOMIC_RELAXED);
+    for (;;) {
+        fa__lock(&registry_lock);
+        struct fa__tcache **at = &dormant_caches;
+        while (*at != NULL && old_only && (*at)->epoch == now)
+            at = &(*at)->next;
+        struct fa__tcache *tc = *at;
+        if (tc != NULL)
+            __atomic_store_n(at, tc->next, __ATOMIC_RELAXED);
+        fa__unlock(&registry_lock);
+        if (tc == NULL)
+            return;
+        flush(tc);
+        fa__lock(&registry_lock);
+        tc->next = spare_caches;
+        spare_caches = tc;
+        fa__unlock(&registry_lock);
+    }
 }
 
 static void thread_exit(void *arg)
@@ -719,15 +771,35 @@ static void thread_exit(void *arg)
     struct fa__tcache *tc = arg;
     /* Later destructors may still allocate: they go to the central cache. */
     fa__tls_cache = &tc_dead;
-    flush(tc);
+    bool replaced = __atomic_add_fetch(&exits_since_birth, 1, __ATOMIC_RELAXED) <= EXITS_REPLACED;
+    /* A thread that others replace leaves its spans to the next one: only
+     * its remote frees go out, its large blocks back, and its claim (a
+     * dormant cache claims nothing; its successor claims its kept spans
+     * again).  One that nothing replaces gives everything up, and so do
+     * the dormant caches: nobody is coming for them. */
+    if (replaced) {
+        out_flush_all(tc);
+        large_drop_all(tc);
+        unclaim(tc, tc->max_bytes);
+        tc->epoch = __atomic_load_n(&fa__scavenge_epoch, __ATOMIC_RELAXED);
+    } else {
+        flush(tc);
+    }
     __atomic_sub_fetch(&live_caches, 1, __ATOMIC_RELAXED);
     fa__lock(&registry_lock);
     tc->prev->next = tc->next;
     tc->next->prev = tc->prev;
-    tc->next = spare_caches;
-    spare_caches = tc;
+    if (replaced) {
+        tc->next = dormant_caches;
+        __atomic_store_n(&dormant_caches, tc, __ATOMIC_RELAXED);
+    } else {
+        tc->next = spare_caches;
+        spare_caches = tc;
+    }
     fa__unlock(&registry_lock);
-    fa__ph_shed(__atomic_add_fetch(&exits_since_birth, 1, __ATOMIC_RELAXED) <= EXITS_REPLACED);
+    if (!replaced)
+        flush_dormant(false);
+    fa__ph_shed(replaced);
 }
 
 size_t fa__tc_cached_bytes(void)
