@@ -15,6 +15,10 @@
 
 struct fa__span;
 
+/* A freelist shorter than this, on a span not cut to its end, is not taken
+ * back inline (fa__tc_refill): the slow path cuts more blocks behind it. */
+#define FA_TC_REFILL_MIN 32u
+
 /* Remote frees wait in a thread's outbox, one span per class, until a
  * batch is full (either bound), the slot is needed for another span, all
  * batches together pass FA_TC_OUTBOX_ALL, or the thread scavenges, trims
@@ -94,10 +98,14 @@ FA_INLINE void *fa__tc_refill(unsigned cls)
     if (s == NULL)
         return NULL;
     void *p = s->freelist;
-    if (p == NULL)
+    /* A short list on a span still being cut: the slow path cuts more
+     * behind it, so that a loop with a window of live blocks does not come
+     * back here at every allocation (used counts the current span's one). */
+    uint32_t carved = s->carved;
+    if (p == NULL || (carved + 1 - s->used < FA_TC_REFILL_MIN && carved < fa__classes[cls].objs))
         return NULL;
     s->freelist = NULL;
-    s->used = s->carved + 1;
+    s->used = carved + 1;
     tc->heads[cls] = fa__fl_next(p);
     return p;
 }
