@@ -44,9 +44,14 @@ void fa__pm_set(uintptr_t start, size_t npages, struct fa__span *span, unsigned 
 
 void fa__pm_set_owner(uintptr_t start, size_t npages, const void *owner)
 {
-    for (size_t i = 0; i < npages; i++) {
-        uintptr_t a = start + i * FA_PAGE_SIZE;
+    /* Spans change hands often: one leaf lookup per leaf, not per page. */
+    uintptr_t a = start, end = start + npages * FA_PAGE_SIZE;
+    while (a < end) {
         struct fa__pm_leaf *leaf = fa__pm_root[(a >> 32) & (FA_PM_ROOT_LEN - 1)];
-        __atomic_store_n(&leaf->owner[fa__pm_index(a)], owner, __ATOMIC_RELAXED);
+        uintptr_t leaf_end = (a | (((uintptr_t)1 << 32) - 1)) + 1;
+        size_t i = fa__pm_index(a), n = ((leaf_end < end ? leaf_end : end) - a) >> FA_PAGE_SHIFT;
+        for (size_t k = 0; k < n; k++)
+            __atomic_store_n(&leaf->owner[i + k], owner, __ATOMIC_RELAXED);
+        a += n << FA_PAGE_SHIFT;
     }
 }

@@ -70,6 +70,11 @@ static size_t claimed;        /* sum of live caches' max_bytes */
  * blocks of 64 B (mimalloc 18.4); cutting 2 KiB saved no more, and cost
  * 64-reuse 0.3 instructions a pair. */
 #define CARVE_BYTES 4096u
+/* Full spans a thread keeps of one class before it detaches those found
+ * full twice (the allocation slow path walks them all). */
+#define KEEP_FULL 8u
+/* Blocks gathered at most from short freelists (the allocation slow path). */
+#define GATHER 32u
 #define CARVE_MIN FA_TC_REFILL_MIN
 static unsigned live_caches;
 /* Threads' exits since a cache was last created.  A thread that exits
@@ -292,6 +297,7 @@ static void own_link(struct fa__tcache *tc, struct fa__span *s)
         (*list)->prev = s;
     *list = s;
     s->listed = FA_LISTED_THREAD;
+    tc->nspans[s->cls]++;
 }
 
 static void own_unlink(struct fa__tcache *tc, struct fa__span *s)
@@ -304,6 +310,7 @@ static void own_unlink(struct fa__tcache *tc, struct fa__span *s)
         s->next->prev = s->prev;
     s->next = s->prev = NULL;
     s->listed = FA_LISTED_NONE;
+    tc->nspans[s->cls]--;
 }
 
 /* Make s, which nobody owns and nobody else can take now, tc's. */
@@ -491,20 +498,18 @@ static bool detach(struct fa__tcache *tc, struct fa__span *s)
 /* The current span's blocks still on heads[cls] go back to its freelist. */
 static void return_heads(struct fa__tcache *tc, unsigned cls)
 {
-    void *head = tc->heads[cls];
-    if (head == NULL)
-        return;
-    struct fa__span *s = tc->cur[cls];
-    unsigned n = 1;
-    void *last = head;
-    for (void *b = fa__fl_next(head); b != NULL; b = fa__fl_next(b)) {
-        last = b;
-        n++;
-    }
-    fa__fl_set_next(last, s->freelist);
-    s->freelist = head;
-    s->used -= n; /* not to 0: the span is current */
+    /* Most often every block is the current span's; after a gather (the
+     * allocation slow path) some are other spans' of the thread's. */
+    void *b = tc->heads[cls];
     tc->heads[cls] = NULL;
+    while (b != NULL) {
+        void *next = fa__fl_next(b);
+        struct fa__span *s = fa__pm_span((uintptr_t)b);
+        fa__fl_push(&s->freelist, b);
+        if (--s->used == 0) /* not the current span: it has one more */
+            keep(tc, s);
+        b = next;
+    }
 }
 
 /* Collect the remote frees of tc's spans other than the current ones, keep
@@ -589,24 +594,63 @@ void *fa__tc_alloc_slow(size_t size)
         s->full_seen = 1;
     }
     housekeeping(tc);
-    /* Another span of the thread's.  A full span stays the thread's until
-     * a walk finds it full a second time, and is detached then: a thread
-     * whose blocks another thread frees (a producer) finds them back on
-     * its spans' xfree after a turn, where detaching a span the moment it
-     * filled had the consumer take it, and the producer cut fresh spans. */
+    /* Another span of the thread's.  A full span stays the thread's while
+     * it has at most KEEP_FULL spans of the class, and else until a walk
+     * finds it full a second time; it is detached then.  A thread that
+     * frees its own blocks in any order (a few in each of many classes)
+     * keeps its spans, where detaching them had its next free take each
+     * back, a compare-and-swap and a page-map write per turn; a thread
+     * whose blocks another frees (a producer) finds them on its spans'
+     * xfree a turn later.
+     * Short freelists of spans cut to their end are gathered into heads
+     * together, up to GATHER blocks: a thread that frees its own blocks in
+     * random order, a few in each span (a malloc/free loop over 1,024
+     * blocks of up to 32 KiB: spans of 8 blocks, all but one or two live),
+     * would otherwise come here for every allocation. */
+    void *g = NULL, *g_tail = NULL;
+    struct fa__span *g_span = NULL;
+    uint32_t g_n = 0;
+    const uint32_t objs = fa__classes[cls].objs;
     for (s = tc->spans[cls]; s != NULL;) {
         struct fa__span *next = s->next;
+        uint32_t n = s->carved - s->used;
+        if (s->freelist != NULL && s->carved == objs && n < GATHER) {
+            void *t = s->freelist;
+            for (void *b = fa__fl_next(t); b != NULL; b = fa__fl_next(b))
+                t = b;
+            fa__fl_set_next(t, g);
+            if (g == NULL)
+                g_tail = t;
+            g = s->freelist;
+            s->freelist = NULL;
+            s->used = s->carved;
+            s->full_seen = 0;
+            g_span = s;
+            if ((g_n += n) >= GATHER)
+                break;
+            s = next;
+            continue;
+        }
         if ((p = take_free(tc, s, cls)) != NULL) {
             s->full_seen = 0;
             set_cur(tc, cls, s);
+            if (g != NULL) { /* behind the span's own blocks */
+                fa__fl_set_next(g_tail, tc->heads[cls]);
+                tc->heads[cls] = g;
+            }
             return p;
         }
-        if (s == full || !s->full_seen) {
+        if (s == full || !s->full_seen || tc->nspans[cls] <= KEEP_FULL) {
             s->full_seen = 1;
             s = next;
         } else if (detach(tc, s)) {
             s = next;
         }
+    }
+    if (g != NULL) {
+        set_cur(tc, cls, g_span);
+        tc->heads[cls] = fa__fl_next(g);
+        return g;
     }
     for (;;) {
         s = fa__central_take(cls);

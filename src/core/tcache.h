@@ -50,6 +50,7 @@ struct fa__tcache {
     /* The spans this thread owns, per class (cur among them), linked
      * through their next and prev, NULL-terminated. */
     struct fa__span *spans[FA_NUM_CLASSES];
+    uint32_t nspans[FA_NUM_CLASSES]; /* length of each spans[] list */
     void *snap[FA_NUM_CLASSES]; /* heads at the last scavenge */
     struct fa__outbox out[FA_NUM_CLASSES];
     size_t out_bytes;  /* in all batches */
