@@ -34,7 +34,8 @@ struct fa__outbox {
 
 /* A thread's cache is the spans it owns, per class.  One of them, cur[cls],
  * is the one it allocates from: heads[cls] is a list of that span's free
- * blocks, which malloc pops.  A free of a block whose span the thread owns
+ * blocks (after a gather, of a few of the thread's spans: tcache.c), which
+ * malloc pops.  A free of a block whose span the thread owns
  * pushes it on that span's own freelist (api/fastpath.h); any other free is
  * a remote one and goes to the span's xfree list.  When heads[cls] runs
  * dry, the slow path takes cur's freelist whole, then its xfree, then cuts
