@@ -230,6 +230,16 @@ WORKLOADS: list[Workload] = [
                table="producer-consumer", threads=2 * p,
                title=f"{p} producer(s) -> SPSC ring -> {p} consumer(s), 16..512 B, consumer frees")
       for p, ops in ((1, "3M"), (4, "1M"))],
+    # One size, as an outside suite runs it: its figures under fastalloc
+    # were bimodal (1.40-2.91 s against mimalloc's steady 1.50-1.70), so
+    # ten rounds, each of which counts.
+    Workload("prodcons-64b-1+1", "prodcons",
+             ("--pairs", "1", "--ops", "{ops}", "--min", "64", "--max", "64"),
+             params={"ops": "3M"}, quick={"ops": "50k"},
+             metric="ops_per_s", unit="M ops/s", higher_is_better=True, scale=1e-6,
+             table="producer-consumer", threads=2,
+             title="1 producer -> SPSC ring -> 1 consumer, 64 B blocks, consumer frees; 10 rounds",
+             rounds=(10, 0)),
 
     # -- 6. larson-style server
     *[Workload(f"larson-{t}t", "larson",
@@ -240,6 +250,17 @@ WORKLOADS: list[Workload] = [
                table="larson", threads=t,
                title=f"{t} lineages x 1,000 slots of 10..1,000 B; a new thread every 20k ops")
       for t, ops in ((2, "4M"), (8, "1M"))],
+    # The outside suite's other bimodal test: 2 threads, each a random
+    # malloc/free loop over its own 1,024 blocks up to 32 KiB, no thread
+    # replaced (larson's sizes start at 9 B: its stamps need them).
+    Workload("larson-own-2t", "larson",
+             ("--threads", "2", "--slots", "1024", "--ops", "{ops}", "--gen-ops", "{ops}",
+              "--min", "9", "--max", "32768"),
+             params={"ops": "4M"}, quick={"ops": "40k"},
+             metric="ops_per_s", unit="M ops/s", higher_is_better=True, scale=1e-6,
+             table="larson", threads=2,
+             title="2 threads x 1,024 slots of 9 B..32 KiB, each thread its own, none replaced; 10 rounds",
+             rounds=(10, 0)),
 
     # -- 9. rss-after-peak
     Workload("rss-after-peak", "rsspeak",
