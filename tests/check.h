@@ -15,6 +15,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static unsigned long check_count_;
 
@@ -45,6 +46,28 @@ __attribute__((unused)) static int check_done(const char *name)
     printf("%s: %lu checks passed\n", name, __atomic_load_n(&check_count_, __ATOMIC_RELAXED));
     fflush(stdout);
     return 0;
+}
+
+/* A test program of several cases, one per process (tests/CMakeLists.txt,
+ * fa_test CASES): run the case argv[1] names; exit status 2 and the list
+ * of cases for any other. */
+struct check_case {
+    const char *name;
+    int (*run)(void);
+};
+
+__attribute__((unused)) static int check_run_case(const char *prog, const struct check_case *cases, size_t n,
+                                                  int argc, char **argv)
+{
+    const char *c = argc > 1 ? argv[1] : "";
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(c, cases[i].name) == 0)
+            return cases[i].run();
+    fprintf(stderr, "usage: %s CASE, one of:", prog);
+    for (size_t i = 0; i < n; i++)
+        fprintf(stderr, " %s", cases[i].name);
+    fprintf(stderr, "\n");
+    return 2;
 }
 
 #endif

@@ -938,10 +938,7 @@ static int case_unreplaced(void)
 
 int main(int argc, char **argv)
 {
-    static const struct {
-        const char *name;
-        int (*run)(void);
-    } cases[] = {
+    static const struct check_case cases[] = {
         {"peak", case_peak},           {"trim", case_trim},
         {"bound", case_bound},         {"churn", case_churn},
         {"inflight", case_inflight},   {"merged", case_merged},
@@ -951,13 +948,5 @@ int main(int argc, char **argv)
         {"reuse", case_reuse},         {"thread_reuse", case_thread_reuse},
         {"fall", case_fall},           {"unreplaced", case_unreplaced},
     };
-    const char *c = argc > 1 ? argv[1] : "";
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        if (strcmp(c, cases[i].name) == 0)
-            return cases[i].run();
-    fprintf(stderr, "usage: test_decay CASE, one of:");
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        fprintf(stderr, " %s", cases[i].name);
-    fprintf(stderr, "\n");
-    return 2;
+    return check_run_case("test_decay", cases, sizeof cases / sizeof cases[0], argc, argv);
 }

@@ -399,17 +399,8 @@ static int case_fork(void)
 
 int main(int argc, char **argv)
 {
-    static const struct {
-        const char *name;
-        int (*run)(void);
-    } cases[] = {{"exited", case_exited}, {"churn", case_churn}, {"fork", case_fork}, {"dormant", case_dormant}};
-    const char *c = argc > 1 ? argv[1] : "";
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        if (strcmp(c, cases[i].name) == 0)
-            return cases[i].run();
-    fprintf(stderr, "usage: test_handover CASE, one of:");
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        fprintf(stderr, " %s", cases[i].name);
-    fprintf(stderr, "\n");
-    return 2;
+    static const struct check_case cases[] = {
+        {"exited", case_exited}, {"churn", case_churn}, {"fork", case_fork}, {"dormant", case_dormant},
+    };
+    return check_run_case("test_handover", cases, sizeof cases / sizeof cases[0], argc, argv);
 }

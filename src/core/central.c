@@ -77,6 +77,13 @@ unsigned fa__span_absorb(struct fa__span *s, void *head)
     return n;
 }
 
+bool fa__span_detach(struct fa__span *s)
+{
+    uintptr_t zero = 0;
+    return __atomic_compare_exchange_n(&s->xfree, &zero, FA_XFREE_DETACHED, false, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_RELAXED);
+}
+
 static struct fa__span *new_span(unsigned cls)
 {
     struct fa__span *s = fa__ph_alloc(fa__classes[cls].pages, 1, FA_SPAN_SMALL, cls);
@@ -164,9 +171,7 @@ void *fa__central_alloc_one(unsigned cls)
     if (s->freelist == NULL && s->carved == ci->objs) {
         /* Full: detached, so that the next free of one of its blocks takes
          * it (core/tcache.c).  A block freed meanwhile keeps it listed. */
-        uintptr_t zero = 0;
-        if (!__atomic_compare_exchange_n(&s->xfree, &zero, FA_XFREE_DETACHED, false, __ATOMIC_ACQ_REL,
-                                         __ATOMIC_RELAXED)) {
+        if (!fa__span_detach(s)) {
             fa__span_collect(s);
             list_push(cc, s);
         }

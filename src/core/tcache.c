@@ -351,12 +351,8 @@ static void disown(struct fa__tcache *tc, struct fa__span *s)
         fa__central_retire(s);
         return;
     }
-    if (s->freelist == NULL && s->carved == fa__classes[s->cls].objs) {
-        uintptr_t zero = 0;
-        if (__atomic_compare_exchange_n(&s->xfree, &zero, FA_XFREE_DETACHED, false, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_RELAXED))
-            return;
-    }
+    if (s->freelist == NULL && s->carved == fa__classes[s->cls].objs && fa__span_detach(s))
+        return;
     fa__central_put(s);
 }
 
@@ -487,9 +483,7 @@ static bool detach(struct fa__tcache *tc, struct fa__span *s)
      * at once, linked through the same fields. */
     own_unlink(tc, s);
     fa__pm_set_owner(s->start, s->npages, NULL);
-    uintptr_t zero = 0;
-    if (__atomic_compare_exchange_n(&s->xfree, &zero, FA_XFREE_DETACHED, false, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_RELAXED))
+    if (fa__span_detach(s))
         return true;
     own(tc, s);
     return false;
