@@ -198,11 +198,11 @@ int main(void)
         /* Metadata is mapped in chunks of 1 MiB, for span records (one per
          * span, recycled) and cache records (one per live thread, recycled
          * through spare_caches at thread exit).  A heap that grew needs at
-         * most a record per new page, and the chunk in use may be full:
-         * anything beyond is records not recycled (a cache record per
-         * thread, 2.4 KiB, is 21 MiB for 9,000 threads). */
+         * most a span record (two cache lines) per new page, and the chunk
+         * in use may be full: anything beyond is records not recycled (a
+         * cache record per thread, 2.4 KiB, is 21 MiB for 9,000 threads). */
         size_t grown = map_end > map_early ? map_end - map_early : 0;
-        size_t meta_room = 1 * MiB + grown / FA_PAGE_SIZE * sizeof(struct fa__span);
+        size_t meta_room = 1 * MiB + grown / FA_PAGE_SIZE * 2 * sizeof(struct fa__span);
         CHECKF(meta_end <= meta_early + meta_room, "metadata grew by %zu KiB, room for %zu KiB",
                (meta_end - meta_early) / KiB, meta_room / KiB);
         if (!FA_TEST_SLOW)

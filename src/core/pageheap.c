@@ -135,7 +135,12 @@ static struct fa__span *span_new(void)
         __builtin_memset(s, 0, sizeof *s);
         return s;
     }
-    return fa__meta_alloc(sizeof(struct fa__span));
+    /* Two cache lines a record, the second left empty: the hardware fetches
+     * lines in aligned pairs, and the owner of a span writes its record at
+     * every free, so two threads' spans whose records shared a pair slowed
+     * each other (objpool-shuffle, 2 threads, 11 rounds: 16.1 -> 14.8 ms;
+     * mimalloc 12.2). */
+    return fa__meta_alloc(2 * FA_CACHELINE);
 }
 
 static void span_delete(struct fa__span *s)
