@@ -108,7 +108,7 @@ struct block *fa__pool_block_new(fa_pool *pool, struct lpool *owner)
         pool->spare_end = p + n * pool->block_size;
     }
     /* Fresh from mmap or from a trimmed-away spare range: zero. */
-    struct block *b = (struct block *)pool->spare;
+    struct block *b = (struct block *)block_header((uintptr_t)pool->spare);
     pool->spare += pool->block_size;
     pool->bytes_os += pool->block_size;
     if (pool->bytes_os > pool->bytes_peak)
@@ -149,7 +149,7 @@ static size_t block_release(fa_pool *pool, struct block *b)
     pool->remote_retired += b->nremote;
     pool->reserved -= (b->end - first_obj(pool, b)) / pool->slot;
     pool->bytes_os -= pool->block_size;
-    fa__os_unmap(b, pool->block_size);
+    fa__os_unmap((void *)block_base(pool, b), pool->block_size);
     return pool->block_size;
 }
 

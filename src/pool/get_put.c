@@ -305,8 +305,9 @@ static inline __attribute__((always_inline)) int put_local(fa_pool *pool, struct
         return 1;
     }
     /* tag == tok: b is on lp's avail list and lp has no current block. */
-    if (FA_LIKELY(__atomic_load_n((uintptr_t *)(base + lp->tag_off), __ATOMIC_RELAXED) == lp->tok)) {
-        struct block *b = (struct block *)base;
+    uintptr_t hdr = block_header(base);
+    if (FA_LIKELY(__atomic_load_n((uintptr_t *)(hdr + lp->tag_off), __ATOMIC_RELAXED) == lp->tok)) {
+        struct block *b = (struct block *)hdr;
         fa__fl_set_next_at(obj, lp->negoff, b->free);
         b->free = obj;
         lp->puts++;

@@ -89,7 +89,7 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
     /* Grow the block until a useful number of objects fits after the header. */
     for (;;) {
         capacity = bs / slot;
-        hdr = sizeof(struct block) + (opt->debug ? (capacity + 63) / 64 * 8 : 0);
+        hdr = COLOUR_ROOM + sizeof(struct block) + (opt->debug ? (capacity + 63) / 64 * 8 : 0);
         hdr = (hdr + align - 1) & ~(align - 1);
         if (bs > hdr && (bs - hdr) / slot >= 8)
             break;
@@ -175,7 +175,7 @@ void fa_pool_destroy(fa_pool *pool)
     struct block *b = pool->blocks;
     while (b != NULL) {
         struct block *next = b->next;
-        fa__os_unmap(b, pool->block_size);
+        fa__os_unmap((void *)block_base(pool, b), pool->block_size);
         b = next;
     }
     if (pool->spare != pool->spare_end)

@@ -1,7 +1,7 @@
 /* Object pool: what the pool's files share.
  *
  * Objects are cut from blocks (64 KiB by default, aligned to their size, a
- * header first).  Each block keeps its own LIFO free list and belongs at any
+ * header near the start: block_header()).  Each block keeps its own LIFO free list and belongs at any
  * time to one thread's local pool or to one of the pool's global pools.
  *
  * A thread serves gets from one block at a time, its current block, whose
@@ -137,7 +137,8 @@ struct fa_pool {
     size_t link_off;       /* object = slot + link_off */
     size_t align;
     size_t block_size;
-    size_t data_off;       /* first slot's offset in a block */
+    size_t data_off;       /* first slot's offset in a block (after the
+                              header and the room it moves in) */
     uint32_t per_block;
     size_t spare_max;
     unsigned ngpools;
@@ -200,14 +201,39 @@ static inline struct lpool *find_lp(const fa_pool *pool)
 
 /* ---- blocks ---- */
 
+/* A block's header is not at its start but up to COLOURS - 1 cache lines
+ * in, by bits 16 and 17 of the block's address: consecutive blocks of 64
+ * KiB (the default size) take the four places in turn.  At the start, every
+ * header fell in the same L1 set and in 2 of the L2's 2,048, and the header
+ * line a put reads missed at almost every put in random order
+ * (objpool-shuffle, 1 thread, 5 rounds: puts 3.9 ms, 2.8 with 4 places,
+ * the same with 8 or 16; malloc's frees 2.2).  The bits are fixed, so that
+ * the put path shifts by a constant; larger blocks keep their header at
+ * the start, smaller ones change place every 64 KiB.  The objects start
+ * after the room the header moves in: 3 objects of 64 B in 64 KiB. */
+#define COLOURS 4
+#define COLOUR_MASK ((uintptr_t)(COLOURS - 1) << 6)
+#define COLOUR_ROOM ((COLOURS - 1) * FA_CACHELINE)
+
+static inline uintptr_t block_header(uintptr_t base)
+{
+    return base + ((base >> (16 - 6)) & COLOUR_MASK);
+}
+
 static inline struct block *block_of(const fa_pool *pool, const void *obj)
 {
-    return (struct block *)((uintptr_t)obj & ~(uintptr_t)(pool->block_size - 1));
+    return (struct block *)block_header((uintptr_t)obj & ~(uintptr_t)(pool->block_size - 1));
+}
+
+/* The address a block was mapped at (its header is in it). */
+static inline uintptr_t block_base(const fa_pool *pool, const struct block *b)
+{
+    return (uintptr_t)b & ~(uintptr_t)(pool->block_size - 1);
 }
 
 static inline uintptr_t first_obj(const fa_pool *pool, const struct block *b)
 {
-    return (uintptr_t)b + pool->data_off + pool->link_off;
+    return block_base(pool, b) + pool->data_off + pool->link_off;
 }
 
 static inline intptr_t negoff(const fa_pool *pool)
@@ -292,7 +318,7 @@ static inline void open_cur(struct lpool *lp, struct block *b)
 {
     lp->last = NULL;
     lp->cur = b;
-    lp->cur_base = (uintptr_t)b;
+    lp->cur_base = (uintptr_t)b & lp->mask;
     lp->tok = (uintptr_t)lp | 1;
     lp->head = b->free;
     b->free = NULL;
