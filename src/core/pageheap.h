@@ -32,7 +32,8 @@ struct fa__span {
                          kept bytes (core/tcache.c) */
     uint8_t full_seen; /* small spans: its owner found it full once */
     /* A span is either in use or free, never both: the fields of each state
-     * share memory, which keeps the record at one cache line. */
+     * share memory, which keeps the record at one cache line (each is
+     * allocated with an empty line after it: span_new, core/pageheap.c). */
     union {
         struct { /* small spans in use (the protocol: core/tcache.c) */
             /* Blocks freed by the span's owner, or, for a span nobody owns,
