@@ -13,9 +13,9 @@
  * The resident set, read after a trim, is checked too (within 4 MiB of what
  * it was after the first 1,000 threads: 9,000 threads that each left 512 B
  * resident outside the heap would fail it), except under sanitizers, whose
- * runtimes grow it with every thread by themselves.  At the end only the main thread may have
- * a cache, and the dead threads' claims on the global cache bound must have
- * been given back (fa_stats). */
+ * runtimes grow it with every thread by themselves.  At the end only the
+ * main thread may have a cache, and the dead threads' claims on the global
+ * cache bound must have been given back (fa_stats). */
 #include "check.h"
 #include "util.h"
 

@@ -98,7 +98,6 @@ void fa__tc_init(void)
     pthread_key_create(&exit_key, thread_exit);
 }
 
-
 static struct fa__tcache *cache_new(void)
 {
     fa__lock(&registry_lock);

@@ -1,8 +1,9 @@
 /* Object pool: what the pool's files share.
  *
  * Objects are cut from blocks (64 KiB by default, aligned to their size, a
- * header near the start: block_header()).  Each block keeps its own LIFO free list and belongs at any
- * time to one thread's local pool or to one of the pool's global pools.
+ * header near the start: block_header()).  Each block keeps its own LIFO
+ * free list and belongs at any time to one thread's local pool or to one of
+ * the pool's global pools.
  *
  * A thread serves gets from one block at a time, its current block, whose
  * free-list head lives in the local pool (found in O(1): a per-thread array
@@ -208,9 +209,10 @@ static inline struct lpool *find_lp(const fa_pool *pool)
  * line a put reads missed at almost every put in random order
  * (objpool-shuffle, 1 thread, 5 rounds: puts 3.9 ms, 2.8 with 4 places,
  * the same with 8 or 16; malloc's frees 2.2).  The bits are fixed, so that
- * the put path shifts by a constant; larger blocks keep their header at
- * the start, smaller ones change place every 64 KiB.  The objects start
- * after the room the header moves in: 3 objects of 64 B in 64 KiB. */
+ * the put path shifts by a constant: blocks of 128 KiB take two of the
+ * places, larger ones keep their header at the start, and smaller ones
+ * change place every 64 KiB.  The objects start after the room the header
+ * moves in: 3 objects of 64 B in 64 KiB. */
 #define COLOURS 4
 #define COLOUR_MASK ((uintptr_t)(COLOURS - 1) << 6)
 #define COLOUR_ROOM ((COLOURS - 1) * FA_CACHELINE)
