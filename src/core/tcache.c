@@ -608,9 +608,11 @@ void *fa__tc_alloc_slow(size_t size)
         struct fa__span *next = s->next;
         uint32_t n = s->carved - s->used;
         if (s->freelist != NULL && s->carved == objs && n < GATHER) {
-            void *t = s->freelist;
-            for (void *b = fa__fl_next(t); b != NULL; b = fa__fl_next(b))
-                t = b;
+            /* The list holds n blocks (used counts every other block of
+             * a span that is not current), so its tail is n - 1 links on:
+             * a list of one, the common case, costs no read.  Each read is
+             * a miss on a block in its own page, one after another. */
+            void *t = fa__fl_nth(s->freelist, n - 1);
             fa__fl_set_next(t, g);
             if (g == NULL)
                 g_tail = t;
