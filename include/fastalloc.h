@@ -83,8 +83,9 @@ FA_API size_t fa_trim(void);
 FA_API void fa_set_limit(size_t bytes);
 
 /* Set or read a knob by name; 0 on success, EINVAL for an unknown name or a
- * value out of its range.  The names, their environment variables (read
- * once at start-up), ranges and defaults are in docs/TUNING.md. */
+ * value out of its range, EPERM for a knob fixed at start-up (debug).  The
+ * names, their environment variables (read once at start-up), ranges and
+ * defaults are in docs/TUNING.md. */
 FA_API int fa_option_set(const char *name, long long value);
 FA_API int fa_option_get(const char *name, long long *value);
 

@@ -139,6 +139,13 @@ static void test_set_get(void)
             CHECKF(fa_option_set(d->name, d->min - 1) == EINVAL, "%s", d->name);
         CHECKF(fa_option_set(d->name, d->max + 1) == EINVAL, "%s", d->name);
         CHECK(fa_option_get(d->name, &v) == 0 && v == before);
+        /* Fixed at start-up: refused in range too, the value unchanged. */
+        if (d->startup_only) {
+            CHECKF(fa_option_set(d->name, d->max) == EPERM, "%s", d->name);
+            CHECKF(fa_option_set(d->name, d->min) == EPERM, "%s", d->name);
+            CHECK(fa_option_get(d->name, &v) == 0 && v == before);
+            continue;
+        }
         /* In range: taken, read back, restored. */
         CHECKF(fa_option_set(d->name, d->max) == 0, "%s", d->name);
         CHECK(fa_option_get(d->name, &v) == 0 && v == d->max);

@@ -4,6 +4,8 @@
 #include "fastalloc.h"
 #include "api/fastpath.h"
 #include "api/override.h"
+#include "base/options.h"
+#include "debug/debug.h"
 #include "init/init.h"
 
 #include <errno.h>
@@ -23,6 +25,8 @@ static void *alloc_aligned(size_t align, size_t size)
         return NULL;
     }
     fa__ensure_init();
+    if (FA_UNLIKELY(fa__opt.debug))
+        return fa__dbg_alloc(size, align, false);
     unsigned cls = fa__class_for_aligned(size, align);
     if (cls != 0)
         return fa__do_malloc(fa__classes[cls].size);

@@ -8,6 +8,7 @@
 #include "core/pagemap.h"
 #include "core/sizeclass.h"
 #include "core/tcache.h"
+#include "debug/debug.h"
 #include "init/init.h"
 #include "policy/decay.h"
 #include "stats/stats.h"
@@ -51,6 +52,8 @@ int fa_owns(const void *p)
 {
     if (p == NULL || !__atomic_load_n(&fa__initialized, __ATOMIC_ACQUIRE))
         return 0;
+    if (fa__opt.debug)
+        return fa__dbg_owns(p);
     uintptr_t a = (uintptr_t)p;
     struct fa__span *s = fa__pm_span(a);
     if (s == NULL || s->npages == 0 || a < s->start || a >= s->start + s->npages * FA_PAGE_SIZE)

@@ -20,6 +20,11 @@
  * would pay for their stack frame. */
 FA_NOINLINE void *fa__api_alloc_slow(size_t size, unsigned cls) FA_HIDDEN;
 FA_NOINLINE void *fa__api_alloc_large(size_t size, size_t align, bool zero) FA_HIDDEN;
+/* Free's slow paths (free.c): a block in no page-map leaf (a large block,
+ * NULL, a foreign pointer), and one the thread does not own.  Debug mode
+ * takes both. */
+FA_NOINLINE void fa__api_free_unmapped(void *p) FA_HIDDEN;
+FA_NOINLINE void fa__api_free_slow(void *p) FA_HIDDEN;
 
 FA_INLINE void *fa__do_malloc(size_t size)
 {
@@ -49,12 +54,12 @@ FA_INLINE void fa__do_free(void *p)
     uintptr_t a = (uintptr_t)p;
     struct fa__pm_leaf *leaf = fa__pm_leaf_of(a);
     if (FA_UNLIKELY(leaf == NULL)) {
-        fa__large_free(p);
+        fa__api_free_unmapped(p);
         return;
     }
     size_t i = fa__pm_index(a);
     if (FA_UNLIKELY(__atomic_load_n(&leaf->owner[i], __ATOMIC_RELAXED) != fa__tls_cache)) {
-        fa__tc_free_slow(p);
+        fa__api_free_slow(p);
         return;
     }
     struct fa__span *s = leaf->span[i];

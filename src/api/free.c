@@ -2,6 +2,24 @@
 #include "fastalloc.h"
 #include "api/fastpath.h"
 #include "api/override.h"
+#include "base/options.h"
+#include "debug/debug.h"
+
+void fa__api_free_unmapped(void *p)
+{
+    if (FA_UNLIKELY(fa__opt.debug))
+        fa__dbg_free(p);
+    else
+        fa__large_free(p);
+}
+
+void fa__api_free_slow(void *p)
+{
+    if (FA_UNLIKELY(fa__opt.debug))
+        fa__dbg_free(p);
+    else
+        fa__tc_free_slow(p);
+}
 
 FA_HOT_ENTRY void fa_free(void *p)
 {

@@ -20,30 +20,46 @@ const struct fa__option_def fa__option_defs[] = {
     {"purge_delay_ms", "FASTALLOC_PURGE_DELAY_MS", FA_OPT_LONG, -1, INT32_MAX, {0}, 1000, "1000",
      "free pages go back to the OS after this many ms; `0` at once, `-1` never (when use "
      "falls to half its recent peak, frees purge at once)",
-     FIELD(purge_delay_ms)},
+     FIELD(purge_delay_ms), false},
     {"background", "FASTALLOC_BACKGROUND", FA_OPT_BOOL, 0, 1, {0}, 0, "0",
      "`1`: a background thread does the timed purging and scavenging instead of the "
      "allocation slow paths",
-     FIELD(background)},
+     FIELD(background), false},
     {"thread_cache_max", "FASTALLOC_THREAD_CACHE_MAX", FA_OPT_SIZE, 0, SIZE_LIMIT, {0},
      (long long)64 << 20, "64M",
      "bound on all thread caches together (`K`, `M`, `G` suffixes)",
-     FIELD(thread_cache_max)},
+     FIELD(thread_cache_max), false},
     {"thread_cache_bytes", "FASTALLOC_THREAD_CACHE_BYTES", FA_OPT_SIZE, 0, SIZE_LIMIT, {0},
      (long long)2 << 20, "2M",
      "bound on one thread's cache",
-     FIELD(thread_cache_bytes)},
+     FIELD(thread_cache_bytes), false},
     {"limit", "FASTALLOC_LIMIT", FA_OPT_SIZE, 0, SIZE_LIMIT, {0}, 0, "none",
      "bytes in use or resident (`K`, `M`, `G` suffixes; `0` none); past it an allocation "
      "purges, then fails with `ENOMEM`",
-     FIELD(limit)},
+     FIELD(limit), false},
     {"hugepages", "FASTALLOC_HUGEPAGES", FA_OPT_BOOL, 0, 1, {0}, 0, "0",
      "`1`: ask for transparent huge pages; purging keeps whole huge pages",
-     FIELD(hugepages)},
+     FIELD(hugepages), false},
     {"purge_madv_free", "FASTALLOC_PURGE", FA_OPT_WORD, 0, 1, {"dontneed", "free"}, 0, "dontneed",
      "`free`: purge with `MADV_FREE` (RSS falls only under memory pressure); `dontneed`: "
      "`MADV_DONTNEED`, RSS falls at once",
-     FIELD(purge_madv_free)},
+     FIELD(purge_madv_free), false},
+    /* Debug mode changes where every block comes from, so it is chosen
+     * before the first allocation and never after. */
+    {.name = "debug", .env = "FASTALLOC_DEBUG", .type = FA_OPT_BOOL, .min = 0, .max = 1,
+     .value = 0, .dflt = "0",
+     .doc = "`1`: debug mode: blocks filled, guarded by a canary, held in a quarantine "
+            "after free, and traced; errors reported with backtraces; a leak report at exit",
+     .off = FIELD(debug), .startup_only = true},
+    {.name = "debug_quarantine", .env = "FASTALLOC_DEBUG_QUARANTINE", .type = FA_OPT_SIZE,
+     .min = 0, .max = SIZE_LIMIT, .value = (long long)16 << 20, .dflt = "16M",
+     .doc = "debug mode: bytes of freed blocks held back before reuse, checked for writes "
+            "when they leave",
+     .off = FIELD(debug_quarantine)},
+    {.name = "debug_continue", .env = "FASTALLOC_DEBUG_CONTINUE", .type = FA_OPT_BOOL, .min = 0,
+     .max = 1, .value = 0, .dflt = "0",
+     .doc = "debug mode: `1` reports an error and goes on; `0` reports it and aborts",
+     .off = FIELD(debug_continue)},
 };
 const unsigned fa__option_count = sizeof fa__option_defs / sizeof fa__option_defs[0];
 
@@ -214,6 +230,8 @@ int fa__option_set(const char *name, long long value)
     const struct fa__option_def *d = find(name);
     if (d == NULL || value < d->min || value > d->max)
         return EINVAL;
+    if (d->startup_only)
+        return EPERM;
     store(d, value);
     return 0;
 }

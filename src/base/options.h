@@ -18,6 +18,10 @@ struct fa__options {
     bool hugepages;            /* ask for transparent huge pages */
     bool background;           /* a thread does the timed work */
     size_t limit;              /* bytes in use or resident; 0 = none */
+    /* Debug mode (src/debug/): set from the environment at start-up only. */
+    bool debug;                /* every block checked, filled and traced */
+    bool debug_continue;       /* report an error and go on, instead of abort */
+    size_t debug_quarantine;   /* bytes of freed blocks held back */
 };
 extern struct fa__options fa__opt FA_HIDDEN;
 
@@ -39,6 +43,8 @@ struct fa__option_def {
                                checks that it parses to value) */
     const char *doc;        /* one line, as README.md and docs/TUNING.md print it */
     size_t off;             /* the field in struct fa__options */
+    bool startup_only;      /* read from the environment at start-up, and
+                               never changed after: fa_option_set refuses it */
 };
 
 extern const struct fa__option_def fa__option_defs[] FA_HIDDEN;
@@ -50,7 +56,8 @@ extern const unsigned fa__option_count FA_HIDDEN;
  * FASTALLOC_ variable the table does not know (a typo). */
 void fa__options_from_env(void) FA_HIDDEN;
 
-/* By name: 0, or EINVAL for an unknown name or a value out of range. */
+/* By name: 0, or EINVAL for an unknown name or a value out of range;
+ * fa__option_set gives EPERM for an option fixed at start-up. */
 int fa__option_set(const char *name, long long value) FA_HIDDEN;
 int fa__option_get(const char *name, long long *value) FA_HIDDEN;
 

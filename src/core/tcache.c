@@ -143,7 +143,8 @@ static struct fa__tcache *my_cache(void)
     struct fa__tcache *tc = fa__tls_cache;
     if (FA_LIKELY(tc->kind == FA_TC_REAL))
         return tc;
-    if (tc->kind == FA_TC_DEAD)
+    /* Debug mode keeps every thread off the fast paths (debug/debug.h). */
+    if (tc->kind == FA_TC_DEAD || fa__opt.debug)
         return NULL;
     tc = cache_new();
     if (tc == NULL)

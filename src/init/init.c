@@ -7,6 +7,7 @@
 #include "core/pageheap.h"
 #include "core/sizeclass.h"
 #include "core/tcache.h"
+#include "debug/debug.h"
 #include "policy/decay.h"
 
 #include <pthread.h>
@@ -36,6 +37,7 @@ static void fork_prepare(void)
     fork_release_hook = prepare != NULL ? __atomic_load_n(&upper_release, __ATOMIC_ACQUIRE) : NULL;
     if (prepare != NULL)
         prepare();
+    fa__dbg_lock_for_fork();
     fa__tc_lock_registry();
     fa__central_lock_all();
     fa__ph_lock_for_fork();
@@ -48,6 +50,7 @@ static void fork_unlock_heap(void)
     fa__ph_unlock_for_fork();
     fa__central_unlock_all();
     fa__tc_unlock_registry();
+    fa__dbg_unlock_for_fork();
 }
 
 static void fork_parent(void)

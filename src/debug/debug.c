@@ -1,0 +1,564 @@
+/* Debug mode: checked, filled, traced blocks, a quarantine, and a leak
+ * report at exit.  What a block looks like here:
+ *
+ *   base                     hdr            user                 user+size
+ *   | alignment room (0 or more) | struct dbg_hdr | the program's bytes | canary ...
+ *
+ * base is the block the page heap or a central span gave; hdr->off says
+ * where the header sits in it.  The canary runs from the program's last byte
+ * to the block's end, at most CANARY_MAX bytes, and is never shorter than
+ * CANARY_MIN.  Blocks come from the central cache and the page heap with no
+ * thread cache, and go back only when they leave the quarantine. */
+#define _GNU_SOURCE
+#include "debug/debug.h"
+#include "base/diag.h"
+#include "base/lock.h"
+#include "base/options.h"
+#include "core/large.h"
+#include "core/pageheap.h"
+#include "core/pagemap.h"
+#include "core/sizeclass.h"
+#include "core/tcache.h"
+#include "os/os.h"
+#include "policy/decay.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <unwind.h>
+
+#define FILL_NEW 0xAA
+#define FILL_FREED 0xDD
+#define FILL_CANARY 0xCB
+#define CANARY_MIN 16u
+#define CANARY_MAX 64u
+#define FRAMES 6
+/* The magic word holds its header's address, so a header copied elsewhere
+ * (a realloc'd struct holding one) does not pass for a block. */
+#define MAGIC_LIVE ((uintptr_t)0x6661646267616c6cULL)
+#define MAGIC_FREED ((uintptr_t)0x6661646267667265ULL)
+
+struct dbg_hdr {
+    uintptr_t magic;            /* MAGIC_LIVE or MAGIC_FREED, xor this header's address */
+    size_t size;                /* bytes the program asked for */
+    struct dbg_hdr *next, *prev; /* the live list; then the quarantine (next only) */
+    uint32_t off;               /* from the block's base to this header */
+    int32_t tid;                /* the thread that allocated it, then that freed it */
+    uint16_t nalloc, nfree;     /* frames recorded */
+    uint32_t unused;
+    void *alloc_at[FRAMES];
+    void *free_at[FRAMES];
+};
+_Static_assert(sizeof(struct dbg_hdr) % FA_MIN_ALIGN == 0, "the program's bytes stay aligned");
+#define HDR sizeof(struct dbg_hdr)
+
+/* The live blocks (a circular list through live_head) and the quarantine (a
+ * FIFO), under one lock: debug mode trades speed for checks. */
+static fa__lock_t dbg_lock = FA_LOCK_INIT;
+static struct dbg_hdr live_head = {.next = &live_head, .prev = &live_head};
+static struct dbg_hdr *q_head, *q_tail;
+static size_t q_bytes;
+
+/* ---- backtraces ---- */
+
+/* The allocator's own code, whose frames a trace leaves out: the
+ * executable segment of the object that holds this file.  Unknown (0, 0)
+ * when the allocator is linked into the program itself, whose frames it
+ * would share. */
+static uintptr_t self_lo, self_hi;
+static int self_found;
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    uintptr_t me = (uintptr_t)arg;
+    for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+            continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (me >= lo && me < lo + ph->p_memsz) {
+            if (info->dlpi_name != NULL && info->dlpi_name[0] != '\0') {
+                self_lo = lo;
+                self_hi = lo + ph->p_memsz;
+            }
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Set while this thread records a trace: an allocation the unwinder makes
+ * then gets a block with no trace instead of recursing. */
+static __thread int in_trace __attribute__((tls_model("initial-exec")));
+static __thread int my_tid __attribute__((tls_model("initial-exec")));
+
+static int tid(void)
+{
+    if (my_tid == 0)
+        my_tid = (int)syscall(SYS_gettid);
+    return my_tid;
+}
+
+struct trace {
+    void **out;
+    unsigned n;
+};
+
+static _Unwind_Reason_Code trace_step(struct _Unwind_Context *ctx, void *arg)
+{
+    struct trace *t = arg;
+    uintptr_t ip = _Unwind_GetIP(ctx);
+    if (ip == 0)
+        return _URC_END_OF_STACK;
+    if (t->n == 0 && ip >= self_lo && ip < self_hi)
+        return _URC_NO_REASON; /* still inside the allocator */
+    t->out[t->n++] = (void *)ip;
+    return t->n == FRAMES ? _URC_END_OF_STACK : _URC_NO_REASON;
+}
+
+/* The calling stack, the allocator's frames left out, into out[FRAMES];
+ * returns the number of frames. */
+static uint16_t capture(void **out)
+{
+    if (in_trace)
+        return 0;
+    in_trace = 1;
+    if (!__atomic_load_n(&self_found, __ATOMIC_ACQUIRE)) {
+        dl_iterate_phdr(find_self, (void *)(uintptr_t)&capture);
+        __atomic_store_n(&self_found, 1, __ATOMIC_RELEASE);
+    }
+    struct trace t = {out, 0};
+    _Unwind_Backtrace(trace_step, &t);
+    in_trace = 0;
+    return (uint16_t)t.n;
+}
+
+/* One line per frame: "what" on the first. */
+static void print_trace(const char *what, void *const *frames, unsigned n)
+{
+    if (n == 0) {
+        fa__diag("fastalloc:   %s: (no trace)", what);
+        return;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        /* A return address: the call is the byte before it. */
+        uintptr_t ip = (uintptr_t)frames[i];
+        Dl_info info;
+        const char *obj = "?", *sym = NULL;
+        uintptr_t symoff = 0;
+        if (dladdr((void *)(ip - 1), &info) != 0) {
+            obj = info.dli_fname != NULL ? info.dli_fname : "?";
+            if (info.dli_sname != NULL) {
+                sym = info.dli_sname;
+                symoff = ip - (uintptr_t)info.dli_saddr;
+            }
+        }
+        if (sym != NULL)
+            fa__diag("fastalloc:   %-13s #%u %p %s+0x%lx (%s)", i == 0 ? what : "", i, (void *)ip, sym,
+                     (unsigned long)symoff, obj);
+        else
+            fa__diag("fastalloc:   %-13s #%u %p (%s)", i == 0 ? what : "", i, (void *)ip, obj);
+    }
+}
+
+/* ---- reports ---- */
+
+/* After the report's first line: the traces, then abort unless the
+ * program asked to go on. */
+static void report_end(const struct dbg_hdr *h, bool here)
+{
+    if (here) {
+        void *now[FRAMES];
+        uint16_t n = capture(now);
+        print_trace("at:", now, n);
+    }
+    if (h != NULL) {
+        if (h->nfree > 0 && __atomic_load_n(&h->magic, __ATOMIC_RELAXED) == (MAGIC_FREED ^ (uintptr_t)h))
+            print_trace("freed at:", h->free_at, h->nfree);
+        print_trace("allocated at:", h->alloc_at, h->nalloc);
+    }
+    if (!__atomic_load_n(&fa__opt.debug_continue, __ATOMIC_RELAXED))
+        abort();
+}
+
+static char *user_of(struct dbg_hdr *h)
+{
+    return (char *)(h + 1);
+}
+
+/* ---- blocks ---- */
+
+/* The block the page map says holds p: its base and usable bytes, or false
+ * when p is in no live block of fastalloc's. */
+static bool block_of(uintptr_t p, uintptr_t *base, size_t *usable)
+{
+    struct fa__span *s = fa__pm_span(p);
+    if (s == NULL || s->npages == 0 || p < s->start || p >= s->start + s->npages * FA_PAGE_SIZE)
+        return false;
+    unsigned state = __atomic_load_n(&s->state, __ATOMIC_RELAXED);
+    if (state == FA_SPAN_LARGE) {
+        *base = s->start;
+        *usable = fa__large_size(s);
+        return true;
+    }
+    if (state != FA_SPAN_SMALL || s->cls == 0)
+        return false;
+    const struct fa__class_info *ci = &fa__classes[s->cls];
+    size_t i = (p - s->start) / ci->size;
+    if (i >= ci->objs)
+        return false;
+    *base = s->start + i * ci->size;
+    *usable = ci->size;
+    return true;
+}
+
+/* The header of the block the program's pointer p names, after every
+ * check a pointer passed to op ("free", "realloc", ...) must pass; NULL
+ * (after the report, when going on) when it fails one. */
+static struct dbg_hdr *check_ptr(void *p, const char *op)
+{
+    uintptr_t a = (uintptr_t)p, base;
+    size_t usable;
+    if (a % FA_MIN_ALIGN != 0) {
+        fa__diag("fastalloc: debug: misaligned pointer %p passed to %s, thread %d", p, op, tid());
+        report_end(NULL, true);
+        return NULL;
+    }
+    if (!block_of(a, &base, &usable)) {
+        fa__diag("fastalloc: debug: invalid pointer %p passed to %s: not a block fastalloc returned, "
+                 "thread %d",
+                 p, op, tid());
+        report_end(NULL, true);
+        return NULL;
+    }
+    struct dbg_hdr *h = (struct dbg_hdr *)(a - HDR);
+    uintptr_t m = a >= base + HDR ? __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) ^ (uintptr_t)h : 0;
+    if ((m != MAGIC_LIVE && m != MAGIC_FREED) || base + h->off != (uintptr_t)h) {
+        /* Inside a block: name the block, when its header is where an
+         * unaligned block keeps it. */
+        struct dbg_hdr *b = (struct dbg_hdr *)base;
+        if ((b->magic ^ base) == MAGIC_LIVE && b->off == 0 && a > base + HDR) {
+            fa__diag("fastalloc: debug: interior pointer %p passed to %s: %zu bytes into the block "
+                     "at %p (%zu bytes), thread %d",
+                     p, op, (size_t)(a - (uintptr_t)user_of(b)), (void *)user_of(b), b->size, tid());
+            report_end(b, true);
+        } else {
+            fa__diag("fastalloc: debug: interior pointer %p passed to %s: inside a block of %zu "
+                     "bytes at %p, thread %d",
+                     p, op, usable, (void *)base, tid());
+            report_end(NULL, true);
+        }
+        return NULL;
+    }
+    if (m == MAGIC_FREED) {
+        if (strcmp(op, "free") == 0)
+            fa__diag("fastalloc: debug: double free of %p (%zu bytes), thread %d", p, h->size, tid());
+        else
+            fa__diag("fastalloc: debug: %s of freed block %p (%zu bytes), thread %d", op, p, h->size,
+                     tid());
+        report_end(h, true);
+        return NULL;
+    }
+    return h;
+}
+
+/* The canary's end: the block's end, at most CANARY_MAX bytes on. */
+static size_t canary_len(const struct dbg_hdr *h)
+{
+    uintptr_t base = (uintptr_t)h - h->off, end = (uintptr_t)user_of((struct dbg_hdr *)h) + h->size;
+    size_t usable = 0;
+    uintptr_t b;
+    if (!block_of(base, &b, &usable) || b != base)
+        return CANARY_MIN;
+    size_t room = base + usable - end;
+    return room < CANARY_MAX ? room : CANARY_MAX;
+}
+
+/* The first byte of [p, p + n) that is not c, or n. */
+static size_t first_not(const unsigned char *p, size_t n, unsigned char c)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        if (w != 0x0101010101010101ULL * c)
+            break;
+    }
+    for (; i < n; i++)
+        if (p[i] != c)
+            return i;
+    return n;
+}
+
+static bool canary_ok(struct dbg_hdr *h, const char *op)
+{
+    const unsigned char *c = (const unsigned char *)user_of(h) + h->size;
+    size_t n = canary_len(h), i = first_not(c, n, FILL_CANARY);
+    if (i == n)
+        return true;
+    fa__diag("fastalloc: debug: canary overwritten after %p (%zu bytes), found by %s: byte %zu past "
+             "the end is 0x%02x, thread %d",
+             (void *)user_of(h), h->size, op, i, c[i], tid());
+    report_end(h, true);
+    return false;
+}
+
+void *fa__dbg_alloc(size_t size, size_t align, bool zero)
+{
+    fa__decay_maybe();
+    if (align < FA_MIN_ALIGN)
+        align = FA_MIN_ALIGN;
+    size_t room = align > FA_MIN_ALIGN ? align : 0, total;
+    if (size > FA_MAX_REQUEST || __builtin_add_overflow(size, HDR + CANARY_MIN + room, &total) ||
+        total > FA_MAX_REQUEST) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *b = total <= FA_MAX_SMALL ? fa__tc_alloc_slow(total) : fa__large_alloc(total, 0, false);
+    if (b == NULL)
+        return NULL;
+    uintptr_t base = (uintptr_t)b;
+    uintptr_t user = (base + HDR + align - 1) & ~(uintptr_t)(align - 1);
+    struct dbg_hdr *h = (struct dbg_hdr *)(user - HDR);
+    memset(h, 0, HDR);
+    h->size = size;
+    h->off = (uint32_t)((uintptr_t)h - base);
+    h->tid = tid();
+    h->nalloc = capture(h->alloc_at);
+    memset((void *)user, zero ? 0 : FILL_NEW, size);
+    memset((void *)(user + size), FILL_CANARY, canary_len(h));
+    fa__lock(&dbg_lock);
+    h->next = live_head.next;
+    h->prev = &live_head;
+    live_head.next->prev = h;
+    live_head.next = h;
+    __atomic_store_n(&h->magic, MAGIC_LIVE ^ (uintptr_t)h, __ATOMIC_RELEASE);
+    fa__unlock(&dbg_lock);
+    return (void *)user;
+}
+
+/* A block leaves the quarantine: its fill must be intact. */
+static void release(struct dbg_hdr *h)
+{
+    const unsigned char *u = (const unsigned char *)user_of(h);
+    size_t i = first_not(u, h->size, FILL_FREED);
+    if (i < h->size) {
+        fa__diag("fastalloc: debug: write after free to %p (%zu bytes): byte %zu is 0x%02x, found "
+                 "by thread %d",
+                 (void *)u, h->size, i, u[i], tid());
+        report_end(h, false);
+    }
+    fa__tc_free_slow((char *)h - h->off);
+}
+
+static size_t q_cost(const struct dbg_hdr *h)
+{
+    return h->off + HDR + h->size + CANARY_MIN;
+}
+
+void fa__dbg_free(void *p)
+{
+    if (p == NULL)
+        return;
+    struct dbg_hdr *h = check_ptr(p, "free");
+    if (h == NULL)
+        return;
+    /* One winner when two threads free the block at once. */
+    uintptr_t live = MAGIC_LIVE ^ (uintptr_t)h;
+    if (!__atomic_compare_exchange_n(&h->magic, &live, MAGIC_FREED ^ (uintptr_t)h, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED)) {
+        fa__diag("fastalloc: debug: double free of %p (%zu bytes), thread %d", p, h->size, tid());
+        report_end(h, true);
+        return;
+    }
+    canary_ok(h, "free");
+    h->tid = tid();
+    h->nfree = capture(h->free_at);
+    memset(p, FILL_FREED, h->size);
+    struct dbg_hdr *out = NULL;
+    fa__lock(&dbg_lock);
+    h->prev->next = h->next;
+    h->next->prev = h->prev;
+    h->next = NULL;
+    h->prev = NULL;
+    if (q_tail != NULL)
+        q_tail->next = h;
+    else
+        q_head = h;
+    q_tail = h;
+    q_bytes += q_cost(h);
+    /* The oldest leave while the quarantine is over its bound. */
+    size_t bound = __atomic_load_n(&fa__opt.debug_quarantine, __ATOMIC_RELAXED);
+    struct dbg_hdr **tail = &out;
+    while (q_head != NULL && q_bytes > bound) {
+        struct dbg_hdr *o = q_head;
+        q_head = o->next;
+        if (q_head == NULL)
+            q_tail = NULL;
+        q_bytes -= q_cost(o);
+        o->next = NULL;
+        *tail = o;
+        tail = &o->next;
+    }
+    fa__unlock(&dbg_lock);
+    while (out != NULL) {
+        struct dbg_hdr *o = out;
+        out = o->next;
+        release(o);
+    }
+}
+
+void *fa__dbg_realloc(void *p, size_t size)
+{
+    if (p == NULL)
+        return fa__dbg_alloc(size, 0, false);
+    if (size == 0) {
+        fa__dbg_free(p);
+        return NULL;
+    }
+    struct dbg_hdr *h = check_ptr(p, "realloc");
+    if (h == NULL) {
+        errno = EINVAL;
+        return NULL;
+    }
+    canary_ok(h, "realloc");
+    void *n = fa__dbg_alloc(size, 0, false);
+    if (n == NULL)
+        return NULL;
+    memcpy(n, p, h->size < size ? h->size : size);
+    fa__dbg_free(p);
+    return n;
+}
+
+size_t fa__dbg_usable(void *p)
+{
+    if (p == NULL)
+        return 0;
+    struct dbg_hdr *h = check_ptr(p, "malloc_usable_size");
+    return h != NULL ? h->size : 0;
+}
+
+int fa__dbg_owns(const void *p)
+{
+    uintptr_t a = (uintptr_t)p, base;
+    size_t usable;
+    if (p == NULL || a % FA_MIN_ALIGN != 0 || !block_of(a, &base, &usable) || a < base + HDR)
+        return 0;
+    const struct dbg_hdr *h = (const struct dbg_hdr *)(a - HDR);
+    return (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) ^ (uintptr_t)h) == MAGIC_LIVE &&
+           base + h->off == (uintptr_t)h;
+}
+
+void fa__dbg_lock_for_fork(void)
+{
+    fa__lock(&dbg_lock);
+}
+
+void fa__dbg_unlock_for_fork(void)
+{
+    fa__unlock(&dbg_lock);
+}
+
+/* ---- the leak report ---- */
+
+struct site {
+    void *at[FRAMES];
+    uint16_t n;
+    size_t blocks, bytes;
+};
+
+static bool same_site(const struct site *s, const struct dbg_hdr *h)
+{
+    return s->n == h->nalloc && memcmp(s->at, h->alloc_at, h->nalloc * sizeof(void *)) == 0;
+}
+
+static uint64_t site_hash(const struct dbg_hdr *h)
+{
+    uint64_t x = h->nalloc;
+    for (unsigned i = 0; i < h->nalloc; i++)
+        x = (x ^ (uintptr_t)h->alloc_at[i]) * 0x9E3779B97F4A7C15ULL;
+    return x ^ (x >> 29);
+}
+
+/* The live blocks, grouped by the place that allocated them, largest
+ * first.  The groups are built under the lock in memory from the OS (the
+ * heap is what is being reported on), and printed after it: symbolizing
+ * takes the loader's lock, which a thread in dlopen may hold while it
+ * allocates. */
+static void leak_report(void)
+{
+    fa__lock(&dbg_lock);
+    size_t blocks = 0, bytes = 0;
+    for (struct dbg_hdr *h = live_head.next; h != &live_head; h = h->next) {
+        blocks++;
+        bytes += h->size;
+    }
+    if (blocks == 0) {
+        fa__unlock(&dbg_lock);
+        return;
+    }
+    size_t cap = 16;
+    while (cap < 2 * blocks)
+        cap *= 2;
+    size_t map_bytes = cap * sizeof(struct site);
+    struct site *t = fa__os_map(map_bytes, 0);
+    if (t == NULL) {
+        fa__unlock(&dbg_lock);
+        fa__diag("fastalloc: debug: leak report: %zu blocks (%zu bytes) live at exit; no memory to "
+                 "group them",
+                 blocks, bytes);
+        return;
+    }
+    size_t nsites = 0;
+    for (struct dbg_hdr *h = live_head.next; h != &live_head; h = h->next) {
+        size_t i = site_hash(h) & (cap - 1);
+        while (t[i].blocks != 0 && !same_site(&t[i], h))
+            i = (i + 1) & (cap - 1);
+        if (t[i].blocks == 0) {
+            memcpy(t[i].at, h->alloc_at, sizeof t[i].at);
+            t[i].n = h->nalloc;
+            nsites++;
+        }
+        t[i].blocks++;
+        t[i].bytes += h->size;
+    }
+    fa__unlock(&dbg_lock);
+    /* Compact, then sort by bytes, largest first (an insertion sort on the
+     * largest few: qsort may allocate). */
+    size_t k = 0;
+    for (size_t i = 0; i < cap; i++)
+        if (t[i].blocks != 0)
+            t[k++] = t[i];
+    enum { SHOWN = 32 };
+    size_t shown = nsites < SHOWN ? nsites : SHOWN;
+    for (size_t i = 0; i < shown; i++) {
+        size_t best = i;
+        for (size_t j = i + 1; j < k; j++)
+            if (t[j].bytes > t[best].bytes)
+                best = j;
+        struct site tmp = t[i];
+        t[i] = t[best];
+        t[best] = tmp;
+    }
+    fa__diag("fastalloc: debug: leak report: %zu blocks (%zu bytes) live at exit, from %zu places", blocks,
+             bytes, nsites);
+    for (size_t i = 0; i < shown; i++) {
+        fa__diag("fastalloc:   %zu bytes in %zu block%s", t[i].bytes, t[i].blocks, t[i].blocks == 1 ? "" : "s");
+        print_trace("allocated at:", t[i].at, t[i].n);
+    }
+    if (nsites > shown)
+        fa__diag("fastalloc:   ... and %zu more places", nsites - shown);
+    fa__os_unmap(t, map_bytes);
+}
+
+__attribute__((destructor)) static void at_exit(void)
+{
+    if (__atomic_load_n(&fa__opt.debug, __ATOMIC_RELAXED))
+        leak_report();
+}

@@ -1,0 +1,34 @@
+/* Debug mode (FASTALLOC_DEBUG=1, chosen at start-up).  Every block carries a
+ * header before it and a canary after it, is filled when allocated and when
+ * freed, waits in a quarantine after free, and records where it was
+ * allocated and freed.  Bad frees and overwrites are reported in one line,
+ * with backtraces, then abort (or go on, FASTALLOC_DEBUG_CONTINUE=1); live
+ * blocks are reported at exit, grouped by where they were allocated.
+ *
+ * Outside debug mode none of this runs: a thread in debug mode never gets a
+ * thread cache (core/tcache.c), so its every malloc and free leaves the fast
+ * path through the one branch that already exists, and the api layer sends
+ * it here. */
+#ifndef FA_DEBUG_DEBUG_H
+#define FA_DEBUG_DEBUG_H
+
+#include "base/config.h"
+
+/* A block of size bytes aligned to align (0: the default), zeroed when zero
+ * is set; NULL with errno = ENOMEM. */
+void *fa__dbg_alloc(size_t size, size_t align, bool zero) FA_HIDDEN;
+/* free(p), for any p the program passes, NULL included. */
+void fa__dbg_free(void *p) FA_HIDDEN;
+/* realloc(p, size): the block always moves, so that a stale pointer to the
+ * old one meets the quarantine. */
+void *fa__dbg_realloc(void *p, size_t size) FA_HIDDEN;
+/* The size the program asked for (the canary follows it). */
+size_t fa__dbg_usable(void *p) FA_HIDDEN;
+/* 1 when p is a live block that debug mode returned. */
+int fa__dbg_owns(const void *p) FA_HIDDEN;
+
+/* For fork: the lock of the live list and the quarantine. */
+void fa__dbg_lock_for_fork(void) FA_HIDDEN;
+void fa__dbg_unlock_for_fork(void) FA_HIDDEN;
+
+#endif
