@@ -10,6 +10,7 @@
  * builds, where malloc is the sanitizer's. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "child.h"
 #include "fastalloc.h"
 
 #include <errno.h>
@@ -169,60 +170,32 @@ int child_good(void)
 
 /* ---- the parent ---- */
 
-struct result {
-    int status;
-    char out[4096], err[16384];
-};
-
-static void drain(int fd, char *buf, size_t cap)
+static void debug_env(void *arg)
 {
-    size_t n = 0;
-    ssize_t r;
-    while ((r = read(fd, buf + n, cap - 1 - n)) > 0)
-        if ((n += (size_t)r) == cap - 1)
-            break;
-    buf[n] = '\0';
+    setenv("FASTALLOC_DEBUG", "1", 1);
+    setenv("FASTALLOC_DEBUG_QUARANTINE", "4M", 1);
+    const char *extra = arg;
+    if (extra != NULL)
+        putenv((char *)extra);
 }
 
 /* Run this program as `child KIND SIZE` with debug mode on (and the extra
- * variable, if any), and collect its status, stdout and stderr. */
-static void run(struct result *r, const char *kind, size_t n, const char *extra)
+ * variable, if any). */
+static void run(struct child_out *r, const char *kind, size_t n, const char *extra)
 {
-    int o[2], e[2];
-    CHECK(pipe(o) == 0 && pipe(e) == 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        dup2(o[1], 1);
-        dup2(e[1], 2);
-        close(o[0]);
-        close(e[0]);
-        char size[32];
-        snprintf(size, sizeof size, "%zu", n);
-        setenv("FASTALLOC_DEBUG", "1", 1);
-        setenv("FASTALLOC_DEBUG_QUARANTINE", "4M", 1);
-        if (extra != NULL)
-            putenv((char *)extra);
-        execl("/proc/self/exe", "test_debug", "child", kind, size, (char *)NULL);
-        _exit(127);
-    }
-    close(o[1]);
-    close(e[1]);
-    /* stderr can fill its pipe (the leak report); read it first. */
-    drain(e[0], r->err, sizeof r->err);
-    drain(o[0], r->out, sizeof r->out);
-    close(o[0]);
-    close(e[0]);
-    CHECK(waitpid(pid, &r->status, 0) == pid);
+    char size[32];
+    snprintf(size, sizeof size, "%zu", n);
+    char *argv[] = {(char *)child_self(), "child", (char *)kind, size, NULL};
+    child_run(r, debug_env, (void *)extra, argv);
 }
 
-static bool aborted(const struct result *r)
+static bool aborted(const struct child_out *r)
 {
     return WIFSIGNALED(r->status) && WTERMSIG(r->status) == SIGABRT;
 }
 
 /* The pointer the child printed, as %p writes it. */
-static const char *child_ptr(const struct result *r, char *buf, size_t cap)
+static const char *child_ptr(const struct child_out *r, char *buf, size_t cap)
 {
     const char *s = strstr(r->out, "ptr=");
     CHECKF(s != NULL, "child printed no pointer; stdout: %s; stderr: %s", r->out, r->err);
@@ -250,7 +223,7 @@ static int case_errors(void)
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
             size_t n = sizes[i];
-            struct result r;
+            struct child_out r;
             run(&r, kinds[k].kind, n, NULL);
             CHECKF(aborted(&r), "%s at %zu B: status %#x, not SIGABRT; stderr:\n%s", kinds[k].kind, n, r.status,
                    r.err);
@@ -282,7 +255,7 @@ static int case_errors(void)
 static int case_continue(void)
 {
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        struct result r;
+        struct child_out r;
         run(&r, "double", sizes[i], "FASTALLOC_DEBUG_CONTINUE=1");
         CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "status %#x; stderr:\n%s", r.status, r.err);
         CHECK(strstr(r.err, "fastalloc: debug: double free of") != NULL);
@@ -295,7 +268,7 @@ static int case_leak(void)
 {
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         size_t n = sizes[i];
-        struct result r;
+        struct child_out r;
         run(&r, "leak", n, NULL);
         CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "status %#x; stderr:\n%s", r.status, r.err);
         CHECKF(strstr(r.err, "fastalloc: debug: leak report: ") != NULL, "no report:\n%s", r.err);
@@ -314,7 +287,7 @@ static int case_leak(void)
 
 static int case_good(void)
 {
-    struct result r;
+    struct child_out r;
     run(&r, "good", 0, NULL);
     CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "status %#x (exit %d); stderr:\n%s", r.status,
            WIFEXITED(r.status) ? WEXITSTATUS(r.status) : -1, r.err);

@@ -12,6 +12,7 @@
  *   test_options REPO_ROOT             the docs' tables
  *   test_options --child NAME          print option NAME's value (internal) */
 #include "check.h"
+#include "child.h"
 #include "fastalloc.h"
 #include "base/options.h"
 
@@ -70,44 +71,23 @@ static int child(const char *name)
     return 0;
 }
 
-/* Read all of fd into buf (NUL-terminated). */
-static void slurp(int fd, char *buf, size_t cap)
+/* Only this case's variable: a stray FASTALLOC_ one in the test's own
+ * environment would add a line. */
+static void case_env(void *arg)
 {
-    size_t n = 0;
-    ssize_t r;
-    while (n + 1 < cap && (r = read(fd, buf + n, cap - 1 - n)) > 0)
-        n += (size_t)r;
-    buf[n] = '\0';
+    const struct env_case *c = arg;
+    for (unsigned i = 0; i < fa__option_count; i++)
+        unsetenv(fa__option_defs[i].env);
+    setenv(c->var, c->value, 1);
 }
 
 static void run_case(const struct env_case *c)
 {
-    int out[2], err[2];
-    CHECK(pipe(out) == 0 && pipe(err) == 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        dup2(out[1], 1);
-        dup2(err[1], 2);
-        close(out[0]);
-        close(err[0]);
-        /* Only this case's variable: a stray FASTALLOC_ one in the test's
-         * own environment would add a line. */
-        for (unsigned i = 0; i < fa__option_count; i++)
-            unsetenv(fa__option_defs[i].env);
-        setenv(c->var, c->value, 1);
-        execl("/proc/self/exe", "test_options", "--child", c->option, (char *)NULL);
-        _exit(127);
-    }
-    close(out[1]);
-    close(err[1]);
-    char so[256], se[4096];
-    slurp(out[0], so, sizeof so);
-    slurp(err[0], se, sizeof se);
-    close(out[0]);
-    close(err[0]);
-    int st;
-    CHECK(waitpid(pid, &st, 0) == pid);
+    char *argv[] = {(char *)child_self(), "--child", (char *)c->option, NULL};
+    struct child_out r;
+    child_run(&r, case_env, (void *)c, argv);
+    int st = r.status;
+    const char *so = r.out, *se = r.err;
     CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s=%s: child status %d, stderr: %s", c->var, c->value, st, se);
     long long got = strtoll(so, NULL, 10);
     CHECKF(got == c->expect, "%s=%s: %s is %lld, expected %lld", c->var, c->value, c->option, got, c->expect);

@@ -4,7 +4,7 @@
 #include "fastalloc.h"
 #include "api/fastpath.h"
 #include "api/override.h"
-#include "base/options.h"
+#include "base/diag.h"
 #include "debug/debug.h"
 #include "init/init.h"
 
@@ -25,7 +25,7 @@ static void *alloc_aligned(size_t align, size_t size)
         return NULL;
     }
     fa__ensure_init();
-    if (FA_UNLIKELY(fa__opt.debug))
+    if (FA_UNLIKELY(fa__diag_on()))
         return fa__dbg_alloc(size, align, false);
     unsigned cls = fa__class_for_aligned(size, align);
     if (cls != 0)

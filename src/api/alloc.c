@@ -2,7 +2,7 @@
 #include "fastalloc.h"
 #include "api/fastpath.h"
 #include "api/override.h"
-#include "base/options.h"
+#include "base/diag.h"
 #include "core/large.h"
 #include "debug/debug.h"
 #include "init/init.h"
@@ -17,7 +17,7 @@ void *fa__api_alloc_slow(size_t size, unsigned cls)
     if (FA_LIKELY(p != NULL))
         return p;
     fa__ensure_init();
-    if (FA_UNLIKELY(fa__opt.debug))
+    if (FA_UNLIKELY(fa__diag_on()))
         return fa__dbg_alloc(size, 0, false);
     return fa__tc_alloc_slow(size);
 }
@@ -25,7 +25,7 @@ void *fa__api_alloc_slow(size_t size, unsigned cls)
 void *fa__api_alloc_large(size_t size, size_t align, bool zero)
 {
     fa__ensure_init();
-    if (FA_UNLIKELY(fa__opt.debug))
+    if (FA_UNLIKELY(fa__diag_on()))
         return fa__dbg_alloc(size, align, zero);
     /* A large block this thread freed lately, warm in its core's cache. */
     if (size <= FA_TC_LARGE_MAX && align <= FA_PAGE_SIZE) {
@@ -63,7 +63,7 @@ size_t fa_malloc_usable_size(void *p)
 {
     if (p == NULL)
         return 0;
-    if (FA_UNLIKELY(fa__opt.debug))
+    if (FA_UNLIKELY(fa__diag_on()))
         return fa__dbg_usable(p);
     unsigned cls = fa__pm_class((uintptr_t)p);
     if (FA_LIKELY(cls != 0))
@@ -83,7 +83,7 @@ static void *move_block(void *p, size_t old_usable, size_t size)
 
 void *fa_realloc(void *p, size_t size)
 {
-    if (FA_UNLIKELY(fa__opt.debug))
+    if (FA_UNLIKELY(fa__diag_on()))
         return fa__dbg_realloc(p, size);
     if (p == NULL)
         return fa__do_malloc(size);

@@ -2,6 +2,7 @@
  * options, ownership and statistics. */
 #include "fastalloc.h"
 #include "api/override.h"
+#include "base/diag.h"
 #include "base/options.h"
 #include "core/central.h"
 #include "core/pageheap.h"
@@ -52,7 +53,7 @@ int fa_owns(const void *p)
 {
     if (p == NULL || !__atomic_load_n(&fa__initialized, __ATOMIC_ACQUIRE))
         return 0;
-    if (fa__opt.debug)
+    if (fa__diag_on())
         return fa__dbg_owns(p);
     uintptr_t a = (uintptr_t)p;
     struct fa__span *s = fa__pm_span(a);

@@ -2,12 +2,12 @@
 #include "fastalloc.h"
 #include "api/fastpath.h"
 #include "api/override.h"
-#include "base/options.h"
+#include "base/diag.h"
 #include "debug/debug.h"
 
 void fa__api_free_unmapped(void *p)
 {
-    if (FA_UNLIKELY(fa__opt.debug))
+    if (FA_UNLIKELY(fa__diag_on()))
         fa__dbg_free(p);
     else
         fa__large_free(p);
@@ -15,7 +15,7 @@ void fa__api_free_unmapped(void *p)
 
 void fa__api_free_slow(void *p)
 {
-    if (FA_UNLIKELY(fa__opt.debug))
+    if (FA_UNLIKELY(fa__diag_on()))
         fa__dbg_free(p);
     else
         fa__tc_free_slow(p);

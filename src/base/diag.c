@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+int fa__diag_mode;
+
 static void vdiag(const char *fmt, va_list ap)
 {
     char buf[256];

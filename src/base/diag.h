@@ -6,6 +6,18 @@
 
 #include "base/config.h"
 
+/* Diagnostic modes (src/debug/): while any is on, every malloc and free
+ * leaves the fast paths, where the mode sees it.  0 in a normal run; set
+ * at start-up (debug mode, running under valgrind) or from code (hooks).
+ * Read with a relaxed load, off the fast paths only. */
+enum { FA_DIAG_DEBUG = 1, FA_DIAG_VALGRIND = 2, FA_DIAG_HOOKS = 4 };
+extern int fa__diag_mode FA_HIDDEN;
+
+FA_INLINE int fa__diag_on(void)
+{
+    return __atomic_load_n(&fa__diag_mode, __ATOMIC_RELAXED);
+}
+
 void fa__diag(const char *fmt, ...) FA_HIDDEN __attribute__((format(printf, 1, 2)));
 _Noreturn void fa__fatal(const char *fmt, ...) FA_HIDDEN __attribute__((format(printf, 1, 2)));
 

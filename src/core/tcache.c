@@ -23,6 +23,7 @@
  * used counts xfree. */
 #include "core/tcache.h"
 #include "base/lock.h"
+#include "base/diag.h"
 #include "base/options.h"
 #include "core/central.h"
 #include "core/large.h"
@@ -144,7 +145,7 @@ static struct fa__tcache *my_cache(void)
     if (FA_LIKELY(tc->kind == FA_TC_REAL))
         return tc;
     /* Debug mode keeps every thread off the fast paths (debug/debug.h). */
-    if (tc->kind == FA_TC_DEAD || fa__opt.debug)
+    if (tc->kind == FA_TC_DEAD || fa__diag_on())
         return NULL;
     tc = cache_new();
     if (tc == NULL)

@@ -14,6 +14,10 @@
 
 #include "base/config.h"
 
+/* At start-up, after the options: turn debug mode on when asked, and
+ * valgrind's mode when running under it (fa__diag_mode). */
+void fa__dbg_init(void) FA_HIDDEN;
+
 /* A block of size bytes aligned to align (0: the default), zeroed when zero
  * is set; NULL with errno = ENOMEM. */
 void *fa__dbg_alloc(size_t size, size_t align, bool zero) FA_HIDDEN;

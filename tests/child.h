@@ -1,0 +1,93 @@
+/* Running a program in a child with its output captured: the tests that
+ * must see a process die (debug mode's reports), or see what start-up
+ * printed (options), or run under valgrind.
+ *
+ *   child_run(&r, setup, arg, argv)   fork; in the child, stdout and stderr
+ *                                     go to pipes, setup(arg) runs (to set
+ *                                     the environment), then argv is
+ *                                     exec'd (found in PATH); the parent
+ *                                     collects both outputs and the status
+ *
+ * An exec that fails ends the child with status 127. */
+#ifndef FA_TEST_CHILD_H
+#define FA_TEST_CHILD_H
+
+#include "check.h"
+
+#include <poll.h>
+#include <stdbool.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct child_out {
+    int status;
+    char out[4096];
+    char err[65536];
+};
+
+/* Read what fd has into buf at *n, keeping a NUL at the end; false at the
+ * end of the stream. */
+static inline bool child_read_(int fd, char *buf, size_t cap, size_t *n)
+{
+    char sink[4096];
+    ssize_t r = *n + 1 < cap ? read(fd, buf + *n, cap - 1 - *n) : read(fd, sink, sizeof sink);
+    if (r <= 0)
+        return false;
+    if (*n + 1 < cap)
+        *n += (size_t)r; /* past cap, the rest is read and dropped */
+    buf[*n] = '\0';
+    return true;
+}
+
+__attribute__((unused)) static void child_run(struct child_out *r, void (*setup)(void *), void *arg,
+                                              char *const argv[])
+{
+    int o[2], e[2];
+    CHECK(pipe(o) == 0 && pipe(e) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dup2(o[1], 1);
+        dup2(e[1], 2);
+        close(o[0]);
+        close(e[0]);
+        if (setup != NULL)
+            setup(arg);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    close(o[1]);
+    close(e[1]);
+    /* Both at once: a child that fills one pipe while the parent waits on
+     * the other would never finish. */
+    size_t no = 0, ne = 0;
+    r->out[0] = r->err[0] = '\0';
+    struct pollfd p[2] = {{o[0], POLLIN, 0}, {e[0], POLLIN, 0}};
+    for (int open_fds = 2; open_fds > 0;) {
+        CHECK(poll(p, 2, -1) > 0);
+        if (p[0].revents != 0 && !child_read_(o[0], r->out, sizeof r->out, &no)) {
+            p[0].fd = -1;
+            open_fds--;
+        }
+        if (p[1].revents != 0 && !child_read_(e[0], r->err, sizeof r->err, &ne)) {
+            p[1].fd = -1;
+            open_fds--;
+        }
+    }
+    close(o[0]);
+    close(e[0]);
+    CHECK(waitpid(pid, &r->status, 0) == pid);
+}
+
+/* The path of the running program: /proc/self/exe names valgrind itself to
+ * a program valgrind runs. */
+__attribute__((unused)) static const char *child_self(void)
+{
+    static char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    CHECK(len > 0);
+    self[len] = '\0';
+    return self;
+}
+
+#endif
