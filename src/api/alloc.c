@@ -14,12 +14,17 @@ void *fa__api_alloc_slow(size_t size, unsigned cls)
 {
     /* Class 0 (before start-up) has no current span. */
     void *p = fa__tc_refill(cls);
-    if (FA_LIKELY(p != NULL))
+    if (FA_LIKELY(p != NULL)) {
+        fa__fl_unpoison(p, fa__classes[cls].size);
         return p;
+    }
     fa__ensure_init();
     if (FA_UNLIKELY(fa__diag_on()))
         return fa__dbg_alloc(size, 0, false);
-    return fa__tc_alloc_slow(size);
+    p = fa__tc_alloc_slow(size);
+    if (p != NULL)
+        fa__fl_unpoison(p, fa__classes[fa__size_to_class(size)].size);
+    return p;
 }
 
 void *fa__api_alloc_large(size_t size, size_t align, bool zero)

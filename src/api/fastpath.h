@@ -40,6 +40,7 @@ FA_INLINE void *fa__do_malloc(size_t size)
     if (FA_UNLIKELY(p == NULL))
         return fa__api_alloc_slow(size, cls);
     tc->heads[cls] = fa__fl_next(p);
+    fa__fl_unpoison(p, fa__classes[cls].size);
     return p;
 }
 
@@ -64,6 +65,7 @@ FA_INLINE void fa__do_free(void *p)
     }
     struct fa__span *s = leaf->span[i];
     fa__fl_push(&s->freelist, p);
+    fa__fl_poison(p, fa__classes[s->cls].size);
     if (FA_UNLIKELY(--s->used == 0))
         fa__tc_span_empty(s);
 }

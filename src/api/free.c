@@ -15,10 +15,14 @@ void fa__api_free_unmapped(void *p)
 
 void fa__api_free_slow(void *p)
 {
-    if (FA_UNLIKELY(fa__diag_on()))
+    if (FA_UNLIKELY(fa__diag_on())) {
         fa__dbg_free(p);
-    else
-        fa__tc_free_slow(p);
+        return;
+    }
+    unsigned cls = fa__pm_class((uintptr_t)p);
+    if (cls != 0)
+        fa__fl_poison(p, fa__classes[cls].size);
+    fa__tc_free_slow(p);
 }
 
 FA_HOT_ENTRY void fa_free(void *p)

@@ -12,6 +12,7 @@
 #ifndef FA_CORE_FREELIST_H
 #define FA_CORE_FREELIST_H
 
+#include "base/asan.h"
 #include "base/config.h"
 
 /* The block after b on its list (NULL at the end). */
@@ -34,6 +35,23 @@ FA_INLINE void fa__fl_check_push(void *const *head, const void *b)
 {
     (void)head;
     (void)b;
+}
+
+/* A block of size bytes goes free: all but its link is poisoned in an
+ * AddressSanitizer build (base/asan.h); nothing elsewhere. */
+FA_INLINE void fa__fl_poison(void *b, size_t size)
+{
+    FA_POISON((char *)b + sizeof(void *), size - sizeof(void *));
+    (void)b;
+    (void)size;
+}
+
+/* A block of size bytes is handed out: the program may touch all of it. */
+FA_INLINE void fa__fl_unpoison(void *b, size_t size)
+{
+    FA_UNPOISON(b, size);
+    (void)b;
+    (void)size;
 }
 
 /* Push b on the list at *head. */

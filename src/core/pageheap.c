@@ -6,6 +6,7 @@
  * the first and last page of every free span map to it in the page map, which
  * is what lets a span find its neighbours in O(1). */
 #include "core/pageheap.h"
+#include "base/asan.h"
 #include "base/clock.h"
 #include "base/options.h"
 #include "core/meta.h"
@@ -409,6 +410,13 @@ static size_t release_pages(struct fa__span *s)
         a = ha;
         e = he;
     }
+    /* An AddressSanitizer build gives the shadow of the range back too:
+     * without it, every purged byte that was poisoned would keep an eighth
+     * of a byte resident.  Shadow pages read as zero again: unpoisoned. */
+    uintptr_t slo, shi;
+    fa__asan_shadow_pages(a, e - a, &slo, &shi);
+    if (shi > slo)
+        fa__os_release((void *)slo, shi - slo, false);
     fa__os_release((void *)a, e - a, fa__opt.purge_madv_free);
     if (!fa__opt.purge_madv_free && a == s->start)
         s->zeroed = (e == s->start + s->npages * FA_PAGE_SIZE);
@@ -620,11 +628,13 @@ struct fa__span *fa__ph_alloc(size_t npages, size_t align_pages, unsigned state,
     mark_used(s, state, cls);
     fa__purge_note_use(in_use());
     fa__unlock(&fa__ph_lock);
+    FA_UNPOISON((void *)s->start, s->npages * FA_PAGE_SIZE);
     return s;
 }
 
 void fa__ph_free(struct fa__span *s)
 {
+    FA_POISON((void *)s->start, s->npages * FA_PAGE_SIZE);
     fa__lock(&fa__ph_lock);
     size_t bytes = s->npages * FA_PAGE_SIZE;
     if (s->state == FA_SPAN_LARGE)
@@ -667,6 +677,7 @@ bool fa__ph_resize(struct fa__span *s, size_t npages)
             ph.st.large_bytes -= t->npages * FA_PAGE_SIZE;
             s->npages = npages;
             fa__pm_set(t->start, t->npages, t, 0);
+            FA_POISON((void *)t->start, t->npages * FA_PAGE_SIZE);
             coalesce_insert(t);
             ok = true;
         }
@@ -685,6 +696,7 @@ bool fa__ph_resize(struct fa__span *s, size_t npages)
                 span_delete(r);
             }
             fa__pm_set(end, extra, s, 0);
+            FA_UNPOISON((void *)end, extra * FA_PAGE_SIZE);
             s->npages = npages;
             ph.st.large_bytes += extra * FA_PAGE_SIZE;
             ok = true;

@@ -246,7 +246,9 @@ void *fa__tc_large_alloc(size_t size)
         if (s->npages < npages || s->npages - npages > npages / 8)
             continue;
         tc->large_used = true;
-        return (void *)large_take(tc, i)->start;
+        s = large_take(tc, i);
+        FA_UNPOISON((void *)s->start, s->npages * FA_PAGE_SIZE);
+        return (void *)s->start;
     }
     return NULL;
 }
@@ -278,6 +280,7 @@ static void large_free(struct fa__tcache *tc, void *p)
     /* Freed for everyone else: a second free or a realloc of p now stops
      * the program, as it does for a block the page heap has. */
     __atomic_store_n(&s->state, FA_SPAN_CACHED, __ATOMIC_RELAXED);
+    FA_POISON((void *)s->start, bytes);
     tc->large[tc->nlarge++] = s;
     __atomic_store_n(&tc->large_bytes, tc->large_bytes + bytes, __ATOMIC_RELAXED);
 }
