@@ -10,6 +10,7 @@
 #define FASTALLOC_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,6 +19,9 @@ extern "C" {
 #define FA_VERSION_MAJOR 0
 #define FA_VERSION_MINOR 1
 #define FA_VERSION_PATCH 0
+
+/* Room for the size classes in fa_stats_t (fastalloc has 97). */
+#define FA_STATS_MAX_CLASSES 128
 
 #if defined(__GNUC__)
 #define FA_API __attribute__((visibility("default")))
@@ -106,9 +110,41 @@ typedef struct fa_stats_t {
     size_t metadata;      /* bytes mapped for the allocator's own records */
     size_t limit;
     long purge_delay_ms;
+
+    /* What the program did.  A block's bytes are its size class's (a large
+     * block's, its pages).  Counted per thread with no atomics and summed
+     * when read: a running thread's frees of its own blocks count when it
+     * next allocates from their span (a few dozen calls later), the calling
+     * thread's and those of threads that exited at once. */
+    unsigned long long allocs, frees; /* blocks, small and large */
+    unsigned long long allocated_bytes, freed_bytes;
+    size_t in_use;        /* bytes in blocks allocated and not freed */
+    size_t in_use_blocks;
+    size_t peak_in_use;   /* the most bytes in spans cut into blocks and large
+                             blocks at once: the blocks' own peak, rounded up
+                             to their spans */
+    size_t resident;      /* spans in use and free spans not purged: at most
+                             what the heap keeps resident */
+    size_t released;      /* bytes given back to the OS so far (purged_total) */
+    unsigned nclasses;    /* entries of classes[] in use */
+    struct fa_class_stats {
+        size_t size;              /* bytes of each block */
+        size_t in_use_blocks;
+        size_t spans;             /* spans of this class in use */
+        unsigned long long allocs;
+        unsigned long long slow_allocs; /* allocations that left the fast path */
+    } classes[FA_STATS_MAX_CLASSES];
 } fa_stats_t;
 
+/* Fill *out.  fa_stats_get is the same call; fa_stats is its first name. */
+FA_API void fa_stats_get(fa_stats_t *out);
 FA_API void fa_stats(fa_stats_t *out);
+
+/* Print the statistics to out: a table for people, or with FA_STATS_JSON
+ * one JSON object (tools/fastalloc-stat renders it).  0, or -1 with errno
+ * when writing fails. */
+#define FA_STATS_JSON 1
+FA_API int fa_stats_print(FILE *out, int flags);
 
 /* ------------------------------------------------------------------------
  * Object pool: fixed-size objects created and destroyed at high rates

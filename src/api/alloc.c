@@ -10,6 +10,20 @@
 #include <errno.h>
 #include <string.h>
 
+/* Past the refill: start-up, the diagnostic modes, the thread cache's slow
+ * path.  A function of its own, so that the refill before it needs no
+ * stack frame (it saved a register for the call to start-up). */
+static FA_NOINLINE void *alloc_slower(size_t size)
+{
+    fa__ensure_init();
+    if (FA_UNLIKELY(fa__diag_on()))
+        return fa__dbg_alloc(size, 0, false);
+    void *p = fa__tc_alloc_slow(size);
+    if (p != NULL)
+        fa__fl_unpoison(p, fa__classes[fa__size_to_class(size)].size);
+    return p;
+}
+
 void *fa__api_alloc_slow(size_t size, unsigned cls)
 {
     /* Class 0 (before start-up) has no current span. */
@@ -18,13 +32,7 @@ void *fa__api_alloc_slow(size_t size, unsigned cls)
         fa__fl_unpoison(p, fa__classes[cls].size);
         return p;
     }
-    fa__ensure_init();
-    if (FA_UNLIKELY(fa__diag_on()))
-        return fa__dbg_alloc(size, 0, false);
-    p = fa__tc_alloc_slow(size);
-    if (p != NULL)
-        fa__fl_unpoison(p, fa__classes[fa__size_to_class(size)].size);
-    return p;
+    return alloc_slower(size);
 }
 
 void *fa__api_alloc_large(size_t size, size_t align, bool zero)

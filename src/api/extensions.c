@@ -14,6 +14,8 @@
 #include "policy/decay.h"
 #include "stats/stats.h"
 
+#include <errno.h>
+
 size_t fa_trim(void)
 {
     fa__ensure_init();
@@ -43,10 +45,27 @@ int fa_option_get(const char *name, long long *value)
     return fa__option_get(name, value);
 }
 
-void fa_stats(fa_stats_t *out)
+void fa_stats_get(fa_stats_t *out)
 {
     fa__ensure_init();
     fa__stats_collect(out);
+}
+
+void fa_stats(fa_stats_t *out)
+{
+    fa_stats_get(out);
+}
+
+int fa_stats_print(FILE *out, int flags)
+{
+    if (out == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    fa_stats_t s; /* 5 KiB, with the class table */
+    fa__ensure_init();
+    fa__stats_collect(&s);
+    return fa__stats_print(out, flags, &s);
 }
 
 int fa_owns(const void *p)

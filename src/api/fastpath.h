@@ -26,6 +26,19 @@ FA_NOINLINE void *fa__api_alloc_large(size_t size, size_t align, bool zero) FA_H
 FA_NOINLINE void fa__api_free_unmapped(void *p) FA_HIDDEN;
 FA_NOINLINE void fa__api_free_slow(void *p) FA_HIDDEN;
 
+/* malloc's count of the block it hands out: one add to memory.  gcc, left
+ * to itself, puts &heads[cls] in a register to share it with the counter,
+ * which costs a lea and a move of the result (icount 64-reuse 37.3 against
+ * 36.3); the add is written out on x86-64 so that it indexes tc and cls as
+ * the heads[] accesses do.  The asm writes memory that nothing in the fast
+ * path reads. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
+#define FA_COUNT_ALLOC(tc, cls)                                                                      \
+    __asm__("addq $1, %c2(%0,%q1,8)" ::"r"(tc), "r"(cls), "i"(offsetof(struct fa__tcache, n.allocs)))
+#else
+#define FA_COUNT_ALLOC(tc, cls) FA_COUNT_ADD((tc)->n.allocs[cls], 1)
+#endif
+
 FA_INLINE void *fa__do_malloc(size_t size)
 {
     unsigned cls;
@@ -40,6 +53,7 @@ FA_INLINE void *fa__do_malloc(size_t size)
     if (FA_UNLIKELY(p == NULL))
         return fa__api_alloc_slow(size, cls);
     tc->heads[cls] = fa__fl_next(p);
+    FA_COUNT_ALLOC(tc, cls);
     fa__fl_unpoison(p, fa__classes[cls].size);
     return p;
 }

@@ -60,6 +60,10 @@ const struct fa__option_def fa__option_defs[] = {
      .max = 1, .value = 0, .dflt = "0",
      .doc = "debug mode: `1` reports an error and goes on; `0` reports it and aborts",
      .off = FIELD(debug_continue)},
+    {.name = "stats", .env = "FASTALLOC_STATS", .type = FA_OPT_TEXT, .min = 0, .max = 1,
+     .words = {NULL, "json:"}, .value = 0, .dflt = "0",
+     .doc = "`1`: print statistics to stderr at exit; `json:PATH`: write them to PATH as JSON",
+     .off = FIELD(stats), .startup_only = true},
 };
 const unsigned fa__option_count = sizeof fa__option_defs / sizeof fa__option_defs[0];
 
@@ -75,6 +79,7 @@ static void store(const struct fa__option_def *d, long long v)
         break;
     case FA_OPT_BOOL:
     case FA_OPT_WORD:
+    case FA_OPT_TEXT:
         __atomic_store_n((bool *)field, v != 0, __ATOMIC_RELAXED);
         break;
     }
@@ -90,6 +95,7 @@ static long long load(const struct fa__option_def *d)
         return __atomic_load_n((const long *)field, __ATOMIC_RELAXED);
     case FA_OPT_BOOL:
     case FA_OPT_WORD:
+    case FA_OPT_TEXT:
         return __atomic_load_n((const bool *)field, __ATOMIC_RELAXED);
     }
     return 0;
@@ -175,6 +181,19 @@ const char *fa__option_parse(const struct fa__option_def *d, const char *s, long
             }
         }
         return "not one of the accepted words";
+    case FA_OPT_TEXT: {
+        size_t k = strlen(d->words[1]);
+        if (strcmp(s, "0") == 0 || strcmp(s, "1") == 0) {
+            *value = s[0] - '0';
+            return NULL;
+        }
+        if (strncmp(s, d->words[1], k) != 0 || s[k] == '\0')
+            return "not 0, 1 or a prefix and a path";
+        if (strlen(s + k) >= sizeof fa__opt.stats_path)
+            return "path too long";
+        *value = 1;
+        return NULL;
+    }
     }
     return "unknown type";
 }
@@ -213,6 +232,9 @@ void fa__options_from_env(void)
             continue;
         }
         store(d, v);
+        /* The one text option: its path, after the prefix. */
+        if (d->type == FA_OPT_TEXT && v != 0 && strcmp(s, "1") != 0)
+            strcpy(fa__opt.stats_path, s + strlen(d->words[1]));
     }
     warn_unknown();
 }

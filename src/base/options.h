@@ -22,6 +22,8 @@ struct fa__options {
     bool debug;                /* every block checked, filled and traced */
     bool debug_continue;       /* report an error and go on, instead of abort */
     size_t debug_quarantine;   /* bytes of freed blocks held back */
+    bool stats;                /* print statistics at exit (stats/stats.c) */
+    char stats_path[256];      /* ... as JSON to this file; "" for the table on stderr */
 };
 extern struct fa__options fa__opt FA_HIDDEN;
 
@@ -30,6 +32,9 @@ enum fa__option_type {
     FA_OPT_LONG,  /* a signed number */
     FA_OPT_BOOL,  /* 0 or 1 (the environment also takes on/off, yes/no, true/false) */
     FA_OPT_WORD,  /* one of words[]; its index is the value */
+    /* `0`, `1`, or words[1] followed by a text (a path): 1 in both latter
+     * cases, the text kept in a char array field; start-up only */
+    FA_OPT_TEXT,
 };
 
 struct fa__option_def {

@@ -74,6 +74,7 @@ unsigned fa__span_absorb(struct fa__span *s, void *head)
     fa__fl_set_next(last, s->freelist);
     s->freelist = head;
     s->used -= n;
+    s->nonuser += n; /* remote frees: counted by the threads that made them */
     return n;
 }
 
@@ -93,6 +94,7 @@ static struct fa__span *new_span(unsigned cls)
     s->xfree = 0;
     s->used = 0;
     s->carved = 0;
+    s->nonuser = 0;
     s->touched = 0;
     s->kept = 0;
     s->listed = FA_LISTED_NONE;

@@ -379,6 +379,13 @@ static bool split_tail(struct fa__span *s, size_t npages)
     return true;
 }
 
+static void note_peak(void)
+{
+    size_t used = ph.st.large_bytes + ph.st.small_bytes;
+    if (used > ph.st.peak_used_bytes)
+        ph.st.peak_used_bytes = used;
+}
+
 static void mark_used(struct fa__span *s, unsigned state, unsigned cls)
 {
     __atomic_store_n(&s->state, (uint8_t)state, __ATOMIC_RELAXED);
@@ -387,10 +394,13 @@ static void mark_used(struct fa__span *s, unsigned state, unsigned cls)
     s->dirty = 0;
     s->ndirty = 0;
     fa__pm_set(s->start, s->npages, s, cls);
-    if (state == FA_SPAN_LARGE)
+    if (state == FA_SPAN_LARGE) {
         ph.st.large_bytes += s->npages * FA_PAGE_SIZE;
-    else
+    } else {
         ph.st.small_bytes += s->npages * FA_PAGE_SIZE;
+        ph.st.spans[cls]++;
+    }
+    note_peak();
 }
 
 /* Give a span's pages back to the OS.  With huge pages on, only whole
@@ -637,10 +647,12 @@ void fa__ph_free(struct fa__span *s)
     FA_POISON((void *)s->start, s->npages * FA_PAGE_SIZE);
     fa__lock(&fa__ph_lock);
     size_t bytes = s->npages * FA_PAGE_SIZE;
-    if (s->state == FA_SPAN_LARGE)
+    if (s->state == FA_SPAN_LARGE) {
         ph.st.large_bytes -= bytes;
-    else
+    } else {
         ph.st.small_bytes -= bytes;
+        ph.st.spans[s->cls]--;
+    }
     /* Small blocks of a released span must not find their class any more: a
      * stale free of one then reaches the slow path and is reported. */
     if (s->state == FA_SPAN_SMALL)
@@ -699,6 +711,7 @@ bool fa__ph_resize(struct fa__span *s, size_t npages)
             FA_UNPOISON((void *)end, extra * FA_PAGE_SIZE);
             s->npages = npages;
             ph.st.large_bytes += extra * FA_PAGE_SIZE;
+            note_peak();
             ok = true;
             fa__purge_note_use(in_use());
         }

@@ -4,6 +4,7 @@
 #define FA_PAGEHEAP_H
 
 #include "base/lock.h"
+#include "core/sizeclass.h"
 
 /* FA_SPAN_CACHED: a freed large block kept by the thread that freed it
  * (core/tcache.c); still in use for the page heap, freed for everyone else. */
@@ -43,8 +44,16 @@ struct fa__span {
              * compare-and-swap, its low bit FA_XFREE_DETACHED. */
             uintptr_t xfree;
             /* Blocks cut from the span so far: the rest is cut lazily, so
-             * that a new span touches no page it does not hand out. */
-            uint32_t carved;
+             * that a new span touches no page it does not hand out.  A
+             * class has at most 65,535 blocks a span (sizeclass.c). */
+            uint16_t carved;
+            /* Blocks on freelist that the owner's statistics must not count
+             * as its frees when it takes the list: blocks its slow paths
+             * put back (from heads[], from xfree) and blocks already there
+             * when it took the span.  The rest of the list is the owner's
+             * own frees, which the free fast path does not count (tcache.c,
+             * fold).  At most the list's length. */
+            uint16_t nonuser;
             uint32_t touched; /* scavenge epoch when last allocated from */
         };
         struct { /* dirty free spans */
@@ -84,6 +93,8 @@ struct fa__ph_stats {
     uint64_t purges;     /* madvise calls */
     size_t large_bytes;  /* in use by large blocks */
     size_t small_bytes;  /* in spans cut into small blocks */
+    size_t peak_used_bytes; /* the most of large_bytes + small_bytes at once */
+    uint32_t spans[FA_NUM_CLASSES]; /* spans of each size class in use */
 };
 void fa__ph_get_stats(struct fa__ph_stats *st) FA_HIDDEN;
 

@@ -40,6 +40,8 @@ static void fill_class(unsigned c, uint32_t size)
         pages++;
     ci->pages = pages;
     ci->objs = (uint32_t)((pages * FA_PAGE_SIZE) / size);
+    if (ci->objs > UINT16_MAX) /* a span counts its blocks in 16 bits */
+        fa__fatal("fastalloc: internal error: class of %u bytes has %u blocks a span", size, ci->objs);
     ci->batch = max_u32(BATCH_MIN, min_u32(BATCH_MAX, BATCH_BYTES / size));
     ci->max_list = max_u32(ci->batch, min_u32(8 * BATCH_MAX, LIST_BYTES / size));
 }

@@ -34,6 +34,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <string.h>
 
 /* Shared stand-ins: never hold a block.  `empty` is what a new thread sees;
  * `dead` is what a thread sees once its cache has been flushed at exit, so that
@@ -247,6 +248,7 @@ void *fa__tc_large_alloc(size_t size)
             continue;
         tc->large_used = true;
         s = large_take(tc, i);
+        fa__large_note(true, s->npages * FA_PAGE_SIZE);
         FA_UNPOISON((void *)s->start, s->npages * FA_PAGE_SIZE);
         return (void *)s->start;
     }
@@ -261,6 +263,7 @@ static void large_free(struct fa__tcache *tc, void *p)
 {
     struct fa__span *s = fa__large_span_of(p, "free");
     size_t bytes = (size_t)s->npages * FA_PAGE_SIZE;
+    fa__large_note(false, bytes);
     /* A thread that allocates only large blocks has no cache until its
      * first such free: it gets one here (an exiting thread gets none). */
     if (bytes > FA_TC_LARGE_MAX || fa__opt.thread_cache_bytes == 0 || (tc = my_cache()) == NULL) {
@@ -304,8 +307,47 @@ static void own_link(struct fa__tcache *tc, struct fa__span *s)
     tc->nspans[s->cls]++;
 }
 
+/* ---- statistics ---- */
+
+/* Threads that exited, and allocations and frees made with no cache. */
+static struct fa__tc_counts retired;
+
+static void count_global(uint64_t *c, uint64_t n)
+{
+    __atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+/* Blocks on s's freelist, s being tc's. */
+static uint32_t list_len(const struct fa__tcache *tc, const struct fa__span *s)
+{
+    return s->carved - s->used + (tc->cur[s->cls] == s);
+}
+
+/* s's freelist, len blocks, is taken or given up: the blocks that the
+ * slow paths did not put there are the owner's own frees, which the free
+ * fast path left uncounted. */
+static void fold(struct fa__tcache *tc, struct fa__span *s, uint32_t len)
+{
+    FA_COUNT_ADD(tc->n.frees[s->cls], len - s->nonuser);
+    s->nonuser = 0;
+}
+
+/* Count the thread's frees still on its spans' lists, and leave the lists
+ * in place (counted from now on). */
+static void fold_all(struct fa__tcache *tc)
+{
+    for (unsigned c = 1; c < FA_NUM_CLASSES; c++) {
+        for (struct fa__span *s = tc->spans[c]; s != NULL; s = s->next) {
+            uint32_t len = list_len(tc, s);
+            fold(tc, s, len);
+            s->nonuser = (uint16_t)len;
+        }
+    }
+}
+
 static void own_unlink(struct fa__tcache *tc, struct fa__span *s)
 {
+    fold(tc, s, list_len(tc, s));
     if (s->prev != NULL)
         s->prev->next = s->next;
     else
@@ -323,6 +365,7 @@ static void own(struct fa__tcache *tc, struct fa__span *s)
     own_link(tc, s);
     s->touched = tc->epoch;
     s->full_seen = 0;
+    s->nonuser = (uint16_t)(s->carved - s->used); /* nobody's frees to count */
     fa__pm_set_owner(s->start, s->npages, tc);
 }
 
@@ -390,6 +433,7 @@ static void keep(struct fa__tcache *tc, struct fa__span *s)
     }
     s->kept = 1;
     __atomic_store_n(&tc->kept_bytes, tc->kept_bytes + bytes, __ATOMIC_RELAXED);
+    fold(tc, s, s->carved); /* every block is on the list */
     /* Every block is free, so the span starts over: its blocks are cut
      * again in address order, instead of handed out in the order they were
      * freed.  After a program frees in random order, its next allocations
@@ -461,6 +505,7 @@ static void *take_free(struct fa__tcache *tc, struct fa__span *s, unsigned cls)
         /* The span is current or about to be: used counts one more. */
         uint32_t bias = tc->cur[cls] == s;
         uint32_t n = s->carved - (s->used - bias);
+        fold(tc, s, n);
         s->freelist = NULL;
         s->used = s->carved + bias;
         /* A short list from a span still being cut: cut more behind it, so
@@ -504,6 +549,7 @@ static void return_heads(struct fa__tcache *tc, unsigned cls)
         void *next = fa__fl_next(b);
         struct fa__span *s = fa__pm_span((uintptr_t)b);
         fa__fl_push(&s->freelist, b);
+        s->nonuser++; /* never handed out */
         if (--s->used == 0) /* not the current span: it has one more */
             keep(tc, s);
         b = next;
@@ -569,6 +615,8 @@ static inline void housekeeping(struct fa__tcache *tc)
         scavenge(tc);
 }
 
+static void *alloc_slow(struct fa__tcache *tc, unsigned cls);
+
 void *fa__tc_alloc_slow(size_t size)
 {
     unsigned cls = fa__size_to_class(size);
@@ -576,10 +624,26 @@ void *fa__tc_alloc_slow(size_t size)
     void *p;
     if (FA_UNLIKELY(tc == NULL)) {
         p = fa__central_alloc_one(cls);
-        if (p == NULL)
+        if (p == NULL) {
             errno = ENOMEM;
+            return NULL;
+        }
+        count_global(&retired.allocs[cls], 1);
+        count_global(&retired.slow[cls], 1);
         return p;
     }
+    p = alloc_slow(tc, cls);
+    if (p != NULL) {
+        FA_COUNT_ADD(tc->n.allocs[cls], 1);
+        FA_COUNT_ADD(tc->n.slow[cls], 1);
+    }
+    return p;
+}
+
+/* The slow path proper: heads[cls] is empty. */
+static void *alloc_slow(struct fa__tcache *tc, unsigned cls)
+{
+    void *p;
     if (tc->heads[cls] != NULL) /* a nested call refilled it */
         return fa__fl_pop(&tc->heads[cls]);
     /* The current span first: most often this takes its freelist whole. */
@@ -617,6 +681,7 @@ void *fa__tc_alloc_slow(size_t size)
              * a span that is not current), so its tail is n - 1 links on:
              * a list of one, the common case, costs no read.  Each read is
              * a miss on a block in its own page, one after another. */
+            fold(tc, s, n);
             void *t = fa__fl_nth(s->freelist, n - 1);
             fa__fl_set_next(t, g);
             if (g == NULL)
@@ -686,6 +751,7 @@ static void push_remote(struct fa__tcache *tc, struct fa__span *s, void *head, v
             fa__fl_set_next(tail, s->freelist);
             s->freelist = head;
             s->used -= n;
+            s->nonuser += n; /* this thread counted them as remote frees */
             if (s->used == 0)
                 keep(tc, s);
             return;
@@ -724,9 +790,11 @@ void fa__tc_free_slow(void *p)
     }
     struct fa__span *s = fa__pm_span(a);
     if (tc->kind != FA_TC_REAL && (tc = my_cache()) == NULL) {
+        count_global(&retired.frees[s->cls], 1);
         push_remote(NULL, s, p, p, 1);
         return;
     }
+    FA_COUNT_ADD(tc->n.frees[s->cls], 1);
     /* Remote frees gather in the outbox, one span per class (snmalloc
      * batches its remote frees the same way): one compare-and-swap per
      * batch, and the span's record, which its owner writes, is touched once
@@ -814,6 +882,19 @@ static void flush_dormant(bool old_only)
     }
 }
 
+/* The exiting thread's counts join those of the threads before it; the
+ * caller holds the registry lock and takes tc off the registry in the same
+ * breath, so that a reader counts them once. */
+static void retire_counts(struct fa__tcache *tc)
+{
+    for (unsigned c = 1; c < FA_NUM_CLASSES; c++) {
+        count_global(&retired.allocs[c], tc->n.allocs[c]);
+        count_global(&retired.frees[c], tc->n.frees[c]);
+        count_global(&retired.slow[c], tc->n.slow[c]);
+    }
+    memset(&tc->n, 0, sizeof tc->n);
+}
+
 static void thread_exit(void *arg)
 {
     struct fa__tcache *tc = arg;
@@ -833,8 +914,10 @@ static void thread_exit(void *arg)
     } else {
         flush(tc);
     }
+    fold_all(tc); /* its frees still on the spans it leaves to another */
     __atomic_sub_fetch(&live_caches, 1, __ATOMIC_RELAXED);
     fa__lock(&registry_lock);
+    retire_counts(tc);
     tc->prev->next = tc->next;
     tc->next->prev = tc->prev;
     if (replaced) {
@@ -848,6 +931,28 @@ static void thread_exit(void *arg)
     if (!replaced)
         flush_dormant(false);
     fa__ph_shed(replaced);
+}
+
+void fa__tc_sum_counts(struct fa__tc_counts *out)
+{
+    /* The caller's own frees, exact: count those still on its spans. */
+    struct fa__tcache *me = fa__tls_cache;
+    if (me->kind == FA_TC_REAL)
+        fold_all(me);
+    fa__lock(&registry_lock);
+    for (unsigned c = 0; c < FA_NUM_CLASSES; c++) {
+        out->allocs[c] = __atomic_load_n(&retired.allocs[c], __ATOMIC_RELAXED);
+        out->frees[c] = __atomic_load_n(&retired.frees[c], __ATOMIC_RELAXED);
+        out->slow[c] = __atomic_load_n(&retired.slow[c], __ATOMIC_RELAXED);
+    }
+    for (struct fa__tcache *tc = registry.next; tc != &registry; tc = tc->next) {
+        for (unsigned c = 0; c < FA_NUM_CLASSES; c++) {
+            out->allocs[c] += __atomic_load_n(&tc->n.allocs[c], __ATOMIC_RELAXED);
+            out->frees[c] += __atomic_load_n(&tc->n.frees[c], __ATOMIC_RELAXED);
+            out->slow[c] += __atomic_load_n(&tc->n.slow[c], __ATOMIC_RELAXED);
+        }
+    }
+    fa__unlock(&registry_lock);
 }
 
 size_t fa__tc_cached_bytes(void)

@@ -42,10 +42,22 @@ struct fa__outbox {
  * fresh blocks, and only then moves to another span.  So blocks are handed
  * out span by span, in whatever order they were freed, and a program that
  * frees in random order still allocates within one span at a time. */
+/* What a thread did, counted where it happens and summed when read
+ * (stats/stats.c), with no atomics: each counter has one writer. */
+struct fa__tc_counts {
+    uint64_t allocs[FA_NUM_CLASSES]; /* small blocks handed out (malloc's fast path counts) */
+    /* Small blocks freed: a remote free at once; a free of a block of the
+     * thread's own span when the thread takes the span's freelist (fold,
+     * tcache.c): the free fast path counts nothing. */
+    uint64_t frees[FA_NUM_CLASSES];
+    uint64_t slow[FA_NUM_CLASSES];   /* allocations that left the fast path */
+};
+
 struct fa__tcache {
     /* --- read and written by the fast paths: at offset 0, so that malloc
      * indexes it without an add --- */
     void *heads[FA_NUM_CLASSES];
+    struct fa__tc_counts n;
     /* --- slow paths only --- */
     struct fa__span *cur[FA_NUM_CLASSES];
     /* The spans this thread owns, per class (cur among them), linked
@@ -106,8 +118,13 @@ FA_INLINE void *fa__tc_refill(unsigned cls)
     uint32_t carved = s->carved;
     if (p == NULL || (carved + 1 - s->used < FA_TC_REFILL_MIN && carved < fa__classes[cls].objs))
         return NULL;
+    /* The list's blocks, but those the slow paths put there, are the
+     * thread's own frees: counted now (tcache.c, fold). */
+    FA_COUNT_ADD(tc->n.frees[cls], carved + 1 - s->used - s->nonuser);
+    s->nonuser = 0;
     s->freelist = NULL;
     s->used = carved + 1;
+    FA_COUNT_ADD(tc->n.allocs[cls], 1);
     tc->heads[cls] = fa__fl_next(p);
     return p;
 }
@@ -120,6 +137,10 @@ void fa__tc_init(void) FA_HIDDEN;
  * their all-free spans and the large blocks they keep; and what they may
  * hold together (their claims on the global bound, and the large blocks). */
 size_t fa__tc_cached_bytes(void) FA_HIDDEN;
+/* Every thread's counts, summed: the threads that exited, and the live
+ * ones (a live thread's frees of its own blocks count once it takes them
+ * back from its spans; the calling thread's count at once). */
+void fa__tc_sum_counts(struct fa__tc_counts *out) FA_HIDDEN;
 size_t fa__tc_claimed_bytes(void) FA_HIDDEN;
 unsigned fa__tc_live_threads(void) FA_HIDDEN;
 

@@ -1,11 +1,18 @@
 #include "stats/stats.h"
+#include "base/diag.h"
 #include "base/options.h"
 #include "core/central.h"
+#include "core/large.h"
 #include "core/meta.h"
 #include "core/pageheap.h"
 #include "core/tcache.h"
 
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
+
+_Static_assert(FA_NUM_CLASSES - 1 <= FA_STATS_MAX_CLASSES, "fa_stats_t has room for every class");
 
 void fa__stats_collect(fa_stats_t *out)
 {
@@ -27,4 +34,155 @@ void fa__stats_collect(fa_stats_t *out)
     out->metadata = fa__meta_bytes();
     out->limit = fa__opt.limit;
     out->purge_delay_ms = fa__opt.purge_delay_ms;
+
+    /* The counts: the thread caches' for small blocks, the large-block
+     * layer's for large ones. */
+    struct fa__tc_counts n;
+    fa__tc_sum_counts(&n);
+    out->nclasses = FA_NUM_CLASSES - 1;
+    for (unsigned c = 1; c < FA_NUM_CLASSES; c++) {
+        struct fa_class_stats *k = &out->classes[c - 1];
+        size_t size = fa__classes[c].size;
+        /* A reader can see a thread's remote free before the allocation it
+         * frees (the counters are read one by one): never below zero. */
+        uint64_t live = n.allocs[c] > n.frees[c] ? n.allocs[c] - n.frees[c] : 0;
+        k->size = size;
+        k->in_use_blocks = live;
+        k->spans = st.spans[c];
+        k->allocs = n.allocs[c];
+        k->slow_allocs = n.slow[c];
+        out->allocs += n.allocs[c];
+        out->frees += n.frees[c];
+        out->allocated_bytes += n.allocs[c] * size;
+        out->freed_bytes += n.frees[c] * size;
+        out->in_use_blocks += live;
+        out->in_use += live * size;
+    }
+    struct fa__large_counts l;
+    l.allocs = __atomic_load_n(&fa__large_n.allocs, __ATOMIC_RELAXED);
+    l.frees = __atomic_load_n(&fa__large_n.frees, __ATOMIC_RELAXED);
+    l.alloc_bytes = __atomic_load_n(&fa__large_n.alloc_bytes, __ATOMIC_RELAXED);
+    l.free_bytes = __atomic_load_n(&fa__large_n.free_bytes, __ATOMIC_RELAXED);
+    out->allocs += l.allocs;
+    out->frees += l.frees;
+    out->allocated_bytes += l.alloc_bytes;
+    out->freed_bytes += l.free_bytes;
+    if (l.allocs > l.frees)
+        out->in_use_blocks += l.allocs - l.frees;
+    if (l.alloc_bytes > l.free_bytes)
+        out->in_use += l.alloc_bytes - l.free_bytes;
+    out->peak_in_use = st.peak_used_bytes;
+    out->resident = st.small_bytes + st.large_bytes + st.dirty_bytes;
+    out->released = st.purged_bytes;
+}
+
+/* ---- printing ---- */
+
+/* Lines formatted on the stack and written with fputs: the printer itself
+ * allocates nothing (a FILE's buffer may, once). */
+struct printer {
+    FILE *f;
+    int err;
+};
+
+__attribute__((format(printf, 2, 3))) static void put(struct printer *p, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (fputs(buf, p->f) == EOF)
+        p->err = errno ? errno : EIO;
+}
+
+static double mib(size_t b)
+{
+    return (double)b / (1 << 20);
+}
+
+static void print_table(struct printer *p, const fa_stats_t *s)
+{
+    put(p, "fastalloc statistics\n");
+    put(p, "  blocks     %llu allocated, %llu freed, %zu in use (%.1f MiB); peak %.1f MiB\n", s->allocs,
+        s->frees, s->in_use_blocks, mib(s->in_use), mib(s->peak_in_use));
+    put(p, "  bytes      %.1f MiB allocated, %.1f MiB freed in total\n", mib(s->allocated_bytes),
+        mib(s->freed_bytes));
+    put(p, "  heap       %.1f MiB mapped, %.1f MiB resident at most, %.1f MiB released (%llu purges)\n",
+        mib(s->mapped), mib(s->resident), mib(s->released), s->purges);
+    put(p, "  page heap  %.1f MiB in small spans, %.1f MiB large, %.1f MiB free (%.1f MiB dirty)\n",
+        mib(s->in_spans), mib(s->large), mib(s->free), mib(s->dirty));
+    put(p, "  caches     threads %.1f MiB (%u threads, claim %.1f of %.1f MiB), central %.1f MiB\n",
+        mib(s->thread_caches), s->threads, mib(s->thread_caches_claimed), mib(s->thread_caches_bound),
+        mib(s->central));
+    put(p, "  metadata   %.1f MiB\n", mib(s->metadata));
+    put(p, "  %8s %12s %12s %7s %10s\n", "class", "in use", "allocs", "spans", "fast path");
+    for (unsigned i = 0; i < s->nclasses; i++) {
+        const struct fa_class_stats *k = &s->classes[i];
+        if (k->allocs == 0 && k->spans == 0)
+            continue;
+        double fast = k->allocs ? 100.0 * (double)(k->allocs - k->slow_allocs) / (double)k->allocs : 0;
+        put(p, "  %8zu %12zu %12llu %7zu %9.1f%%\n", k->size, k->in_use_blocks, k->allocs, k->spans, fast);
+    }
+}
+
+static void print_json(struct printer *p, const fa_stats_t *s)
+{
+    put(p, "{\"allocs\": %llu, \"frees\": %llu, \"allocated_bytes\": %llu, \"freed_bytes\": %llu, ", s->allocs,
+        s->frees, s->allocated_bytes, s->freed_bytes);
+    put(p, "\"in_use\": %zu, \"in_use_blocks\": %zu, \"peak_in_use\": %zu, ", s->in_use, s->in_use_blocks,
+        s->peak_in_use);
+    put(p, "\"mapped\": %zu, \"resident\": %zu, \"released\": %zu, \"purges\": %llu, ", s->mapped, s->resident,
+        s->released, s->purges);
+    put(p, "\"page_heap\": {\"small_spans\": %zu, \"large\": %zu, \"free\": %zu, \"dirty\": %zu}, ", s->in_spans,
+        s->large, s->free, s->dirty);
+    put(p, "\"thread_caches\": {\"bytes\": %zu, \"claimed\": %zu, \"bound\": %zu, \"threads\": %u}, ",
+        s->thread_caches, s->thread_caches_claimed, s->thread_caches_bound, s->threads);
+    put(p, "\"central\": %zu, \"metadata\": %zu, \"limit\": %zu, \"purge_delay_ms\": %ld, \"classes\": [",
+        s->central, s->metadata, s->limit, s->purge_delay_ms);
+    for (unsigned i = 0; i < s->nclasses; i++) {
+        const struct fa_class_stats *k = &s->classes[i];
+        put(p, "%s{\"size\": %zu, \"in_use_blocks\": %zu, \"spans\": %zu, \"allocs\": %llu, \"slow_allocs\": %llu}",
+            i ? ", " : "", k->size, k->in_use_blocks, k->spans, k->allocs, k->slow_allocs);
+    }
+    put(p, "]}\n");
+}
+
+int fa__stats_print(FILE *out, int flags, const fa_stats_t *s)
+{
+    struct printer p = {out, 0};
+    if (flags & FA_STATS_JSON)
+        print_json(&p, s);
+    else
+        print_table(&p, s);
+    if (fflush(out) == EOF && p.err == 0)
+        p.err = errno ? errno : EIO;
+    if (p.err != 0) {
+        errno = p.err;
+        return -1;
+    }
+    return 0;
+}
+
+/* FASTALLOC_STATS: the statistics at exit, as a table on stderr or as JSON
+ * in a file.  Set only from the environment at start-up, so set means the
+ * allocator is up. */
+__attribute__((destructor)) static void stats_at_exit(void)
+{
+    if (!__atomic_load_n(&fa__opt.stats, __ATOMIC_RELAXED))
+        return;
+    fa_stats_t s; /* 5 KiB, with the class table */
+    fa__stats_collect(&s);
+    if (fa__opt.stats_path[0] == '\0') {
+        fa__stats_print(stderr, 0, &s);
+        return;
+    }
+    FILE *f = fopen(fa__opt.stats_path, "w");
+    if (f == NULL) {
+        fa__diag("fastalloc: FASTALLOC_STATS: cannot write %s: %s", fa__opt.stats_path, strerror(errno));
+        return;
+    }
+    if (fa__stats_print(f, FA_STATS_JSON, &s) != 0)
+        fa__diag("fastalloc: FASTALLOC_STATS: cannot write %s: %s", fa__opt.stats_path, strerror(errno));
+    fclose(f);
 }

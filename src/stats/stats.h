@@ -7,5 +7,7 @@
 #include "base/config.h"
 
 void fa__stats_collect(fa_stats_t *out) FA_HIDDEN;
+/* Print s to out, as a table or JSON (FA_STATS_JSON): 0, or -1 with errno. */
+int fa__stats_print(FILE *out, int flags, const fa_stats_t *s) FA_HIDDEN;
 
 #endif

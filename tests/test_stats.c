@@ -1,0 +1,246 @@
+/* Statistics against known call sequences.  Each case takes a snapshot,
+ * makes calls whose counts it knows, and checks the difference: blocks and
+ * bytes allocated and freed, in use, per size class, large blocks; from one
+ * thread, and from four threads (with frees of each other's blocks)
+ * summed after they exit.  The printed table and JSON: the JSON must parse
+ * (python3's json module reads it). */
+#define _GNU_SOURCE
+#include "check.h"
+#include "child.h"
+#include "fastalloc.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *volatile sink;
+
+/* The class entry of size bytes (the smallest class that holds it). */
+static const struct fa_class_stats *class_of(const fa_stats_t *s, size_t size)
+{
+    for (unsigned i = 0; i < s->nclasses; i++)
+        if (s->classes[i].size >= size)
+            return &s->classes[i];
+    CHECKF(0, "no class holds %zu bytes", size);
+    return NULL;
+}
+
+static fa_stats_t before, after;
+
+/* One thread: 1,000 blocks of 40 B (class 48), 300 of them freed; 200 of
+ * 1,000 B, all freed; 3 large blocks of 2 MiB, one freed. */
+static int case_one(void)
+{
+    enum { N = 1000, M = 300, B = 200, L = 3 };
+    static void *p[N], *q[B], *big[L];
+    fa_stats_get(&before);
+    for (int i = 0; i < N; i++)
+        CHECK((p[i] = fa_malloc(40)) != NULL);
+    for (int i = 0; i < B; i++)
+        CHECK((q[i] = fa_malloc(1000)) != NULL);
+    for (int i = 0; i < L; i++)
+        CHECK((big[i] = fa_malloc(2 << 20)) != NULL);
+    for (int i = 0; i < M; i++)
+        fa_free(p[i]);
+    for (int i = 0; i < B; i++)
+        fa_free(q[i]);
+    fa_free(big[0]);
+    /* Blocks freed and allocated again: the thread takes its frees back
+     * from the span (counted then), three times over. */
+    for (int r = 0; r < 3; r++) {
+        for (int i = 0; i < M; i++)
+            CHECK((p[i] = fa_malloc(40)) != NULL);
+        for (int i = 0; i < M; i++)
+            fa_free(p[i]);
+    }
+    fa_stats_get(&after);
+    size_t s48 = class_of(&after, 40)->size, s1k = class_of(&after, 1000)->size;
+    CHECK(s48 == 48 && s1k == 1024);
+    CHECKF(after.allocs - before.allocs == N + B + L + 3 * M, "allocs %llu", after.allocs - before.allocs);
+    CHECKF(after.frees - before.frees == M + B + 1 + 3 * M, "frees %llu", after.frees - before.frees);
+    CHECKF(after.in_use_blocks - before.in_use_blocks == N - M + L - 1, "in use %zu",
+           after.in_use_blocks - before.in_use_blocks);
+    size_t want = (N - M) * s48 + (size_t)(L - 1) * (2 << 20);
+    CHECKF(after.in_use - before.in_use == want, "in use %zu B, expected %zu", after.in_use - before.in_use, want);
+    CHECK(after.allocated_bytes - before.allocated_bytes == (N + 3 * M) * s48 + B * s1k + (size_t)L * (2 << 20));
+    CHECK(after.freed_bytes - before.freed_bytes == 4 * M * s48 + B * s1k + (2 << 20));
+    const struct fa_class_stats *a = class_of(&after, 40), *b = class_of(&before, 40);
+    CHECK(a->allocs - b->allocs == N + 3 * M);
+    CHECK(a->in_use_blocks - b->in_use_blocks == N - M);
+    CHECK(a->spans >= 1);
+    CHECK(class_of(&after, 1000)->in_use_blocks == class_of(&before, 1000)->in_use_blocks);
+    /* Most allocations take the fast path. */
+    CHECKF(a->slow_allocs - b->slow_allocs < N / 4, "%llu slow of %d", a->slow_allocs - b->slow_allocs, N + 3 * M);
+    CHECK(after.peak_in_use >= after.in_spans + after.large);
+    CHECK(after.resident >= after.in_spans + after.large);
+    for (int i = M; i < N; i++)
+        fa_free(p[i]);
+    for (int i = 1; i < L; i++)
+        fa_free(big[i]);
+    fa_stats_get(&after);
+    CHECK(after.in_use_blocks == before.in_use_blocks && after.in_use == before.in_use);
+    return check_done("test_stats one");
+}
+
+/* Four threads: thread t allocates K blocks of size[t], frees half of its
+ * own and then the other half of thread t+1's (a remote free), so every
+ * block is freed once; plus K/10 blocks each that stay live. */
+enum { T = 4, K = 5000 };
+static const size_t tsize[T] = {24, 200, 3000, 40000};
+static void *blocks[T][K];
+static void *keep[T][K / 10];
+static pthread_barrier_t bar;
+
+static void *worker(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    for (int i = 0; i < K; i++)
+        CHECK((blocks[t][i] = fa_malloc(tsize[t])) != NULL);
+    for (int i = 0; i < K / 10; i++)
+        CHECK((keep[t][i] = fa_malloc(tsize[t])) != NULL);
+    pthread_barrier_wait(&bar);
+    for (int i = 0; i < K / 2; i++)
+        fa_free(blocks[t][i]);
+    int u = (t + 1) % T;
+    for (int i = K / 2; i < K; i++)
+        fa_free(blocks[u][i]);
+    return NULL;
+}
+
+static int case_threads(void)
+{
+    pthread_t th[T];
+    CHECK(pthread_barrier_init(&bar, NULL, T) == 0);
+    fa_stats_get(&before);
+    for (int t = 0; t < T; t++)
+        CHECK(pthread_create(&th[t], NULL, worker, (void *)(intptr_t)t) == 0);
+    for (int t = 0; t < T; t++)
+        CHECK(pthread_join(th[t], NULL) == 0);
+    fa_stats_get(&after);
+    unsigned long long allocs = 0, frees = 0, bytes = 0;
+    for (int t = 0; t < T; t++) {
+        size_t sz = class_of(&after, tsize[t])->size;
+        allocs += K + K / 10;
+        frees += K;
+        bytes += (K / 10) * sz;
+        const struct fa_class_stats *a = class_of(&after, tsize[t]), *b = class_of(&before, tsize[t]);
+        CHECKF(a->allocs - b->allocs == K + K / 10, "%zu B: allocs %llu", tsize[t], a->allocs - b->allocs);
+        CHECKF(a->in_use_blocks - b->in_use_blocks == K / 10, "%zu B: in use %zu", tsize[t],
+               a->in_use_blocks - b->in_use_blocks);
+    }
+    /* The totals hold, besides, what the C library allocated for the new
+     * threads (one block of 288 B each, in glibc 2.36): exact per class
+     * above, within that much here. */
+    CHECKF(after.allocs - before.allocs >= allocs && after.allocs - before.allocs <= allocs + 2 * T,
+           "allocs %llu, expected %llu", after.allocs - before.allocs, allocs);
+    CHECKF(after.frees - before.frees >= frees && after.frees - before.frees <= frees + 2 * T,
+           "frees %llu, expected %llu", after.frees - before.frees, frees);
+    CHECKF(after.in_use - before.in_use >= bytes && after.in_use - before.in_use <= bytes + 2 * T * 1024,
+           "in use %zu, expected %llu", after.in_use - before.in_use, bytes);
+    fa_stats_t mid = after;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < K / 10; i++)
+            fa_free(keep[t][i]);
+    fa_stats_get(&after);
+    CHECK(mid.in_use - after.in_use == bytes && after.frees - mid.frees == T * (K / 10));
+    pthread_barrier_destroy(&bar);
+    return check_done("test_stats threads");
+}
+
+static int case_print(void)
+{
+    char path[] = "/tmp/fa_stats_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    CHECK(f != NULL);
+    sink = fa_malloc(100);
+    CHECK(fa_stats_print(f, FA_STATS_JSON) == 0);
+    fclose(f);
+    char *argv[] = {"python3", "-c",
+                    "import json, sys\n"
+                    "d = json.load(open(sys.argv[1]))\n"
+                    "assert d['allocs'] >= 1 and d['in_use'] > 0, d\n"
+                    "c = [k for k in d['classes'] if k['size'] == 112][0]\n"
+                    "assert c['in_use_blocks'] >= 1 and c['spans'] >= 1, c\n"
+                    "print('parsed', len(d['classes']))\n",
+                    path, NULL};
+    struct child_out r;
+    child_run(&r, NULL, NULL, argv);
+    unlink(path);
+    if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 127) {
+        printf("SKIP: python3 is not installed\n");
+        return 77;
+    }
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0 && strstr(r.out, "parsed ") != NULL,
+           "the JSON did not parse: %s%s", r.out, r.err);
+    /* The table: a header and a row for the class in use. */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    CHECK(m != NULL && fa_stats_print(m, 0) == 0);
+    fclose(m);
+    CHECK(strstr(buf, "fastalloc statistics") != NULL && strstr(buf, "     112 ") != NULL);
+    free(buf);
+    CHECK(fa_stats_print(NULL, 0) == -1 && errno == EINVAL);
+    fa_free(sink);
+    return check_done("test_stats print");
+}
+
+/* FASTALLOC_STATS: at exit, the table on stderr, or JSON in a file that
+ * tools/fastalloc-stat renders. */
+static void stats_env(void *arg)
+{
+    setenv("FASTALLOC_STATS", arg, 1);
+}
+
+static int child_exit(void)
+{
+    for (int i = 0; i < 777; i++)
+        sink = fa_malloc(1500); /* 777 blocks of class 1536, all live at exit */
+    return 0;
+}
+
+static int case_exit(void)
+{
+    char *argv[] = {(char *)child_self(), "child", NULL};
+    struct child_out r;
+    child_run(&r, stats_env, "1", argv);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "status %#x: %s", r.status, r.err);
+    CHECKF(strstr(r.err, "fastalloc statistics") != NULL && strstr(r.err, "    1536          777 ") != NULL,
+           "stderr:\n%s", r.err);
+    char path[] = "/tmp/fa_stats_XXXXXX", env[64];
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    snprintf(env, sizeof env, "json:%s", path);
+    child_run(&r, stats_env, env, argv);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0 && r.err[0] == '\0', "status %#x: %s", r.status,
+           r.err);
+    char tool[4096];
+    snprintf(tool, sizeof tool, "%s/tools/fastalloc-stat", FA_SOURCE_DIR);
+    char *targv[] = {"python3", tool, path, NULL};
+    child_run(&r, NULL, NULL, targv);
+    unlink(path);
+    if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 127) {
+        printf("SKIP: python3 is not installed\n");
+        return 77;
+    }
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "fastalloc-stat: %s%s", r.out, r.err);
+    CHECKF(strstr(r.out, "    1536        777 ") != NULL, "fastalloc-stat printed:\n%s", r.out);
+    return check_done("test_stats exit");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "child") == 0)
+        return child_exit();
+    static const struct check_case cases[] = {
+        {"one", case_one},
+        {"threads", case_threads},
+        {"print", case_print},
+        {"exit", case_exit},
+    };
+    return check_run_case("test_stats", cases, sizeof cases / sizeof cases[0], argc, argv);
+}
