@@ -136,6 +136,23 @@ typedef struct fa_stats_t {
     } classes[FA_STATS_MAX_CLASSES];
 } fa_stats_t;
 
+/* Hooks: called on allocations and frees, for heap profilers and tracers.
+ * on_alloc gets the block, the size asked for and the address the
+ * allocation was called from; on_free the block and its usable size.  A
+ * hook may allocate (its own calls are not hooked).  With sample_bytes set,
+ * on_alloc sees about one block per sample_bytes bytes allocated (each
+ * thread draws its next sample point at random, as tcmalloc samples), and
+ * on_free only those blocks.  While hooks are set, malloc and free take
+ * their slow paths: the calling thread's from this call, another thread's
+ * from its next trip off the fast path.  NULL removes the hooks.  0, or
+ * EINVAL for a hook set with neither function. */
+typedef struct fa_hooks {
+    void (*on_alloc)(void *ptr, size_t size, void *caller);
+    void (*on_free)(void *ptr, size_t size);
+    size_t sample_bytes; /* 0: every call */
+} fa_hooks;
+FA_API int fa_set_hooks(const fa_hooks *hooks);
+
 /* Fill *out.  fa_stats_get is the same call; fa_stats is its first name. */
 FA_API void fa_stats_get(fa_stats_t *out);
 FA_API void fa_stats(fa_stats_t *out);

@@ -16,8 +16,10 @@
 static FA_NOINLINE void *alloc_slower(size_t size)
 {
     fa__ensure_init();
-    if (FA_UNLIKELY(fa__diag_on()))
+    if (FA_UNLIKELY(fa__diag_on())) {
+        fa__tc_leave(); /* a thread that had a cache before the mode */
         return fa__dbg_alloc(size, 0, false);
+    }
     void *p = fa__tc_alloc_slow(size);
     if (p != NULL)
         fa__fl_unpoison(p, fa__classes[fa__size_to_class(size)].size);
@@ -26,6 +28,9 @@ static FA_NOINLINE void *alloc_slower(size_t size)
 
 void *fa__api_alloc_slow(size_t size, unsigned cls)
 {
+    /* A diagnostic mode sees every call, the refill's too. */
+    if (FA_UNLIKELY(fa__diag_on()))
+        return alloc_slower(size);
     /* Class 0 (before start-up) has no current span. */
     void *p = fa__tc_refill(cls);
     if (FA_LIKELY(p != NULL)) {
@@ -38,8 +43,10 @@ void *fa__api_alloc_slow(size_t size, unsigned cls)
 void *fa__api_alloc_large(size_t size, size_t align, bool zero)
 {
     fa__ensure_init();
-    if (FA_UNLIKELY(fa__diag_on()))
+    if (FA_UNLIKELY(fa__diag_on())) {
+        fa__tc_leave();
         return fa__dbg_alloc(size, align, zero);
+    }
     /* A large block this thread freed lately, warm in its core's cache. */
     if (size <= FA_TC_LARGE_MAX && align <= FA_PAGE_SIZE) {
         void *p = fa__tc_large_alloc(size);

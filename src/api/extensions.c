@@ -68,11 +68,21 @@ int fa_stats_print(FILE *out, int flags)
     return fa__stats_print(out, flags, &s);
 }
 
+int fa_set_hooks(const fa_hooks *hooks)
+{
+    fa__ensure_init();
+    int err = fa__dbg_set_hooks(hooks);
+    /* The caller's own calls are hooked from here on. */
+    if (err == 0 && hooks != NULL)
+        fa__tc_leave();
+    return err;
+}
+
 int fa_owns(const void *p)
 {
     if (p == NULL || !__atomic_load_n(&fa__initialized, __ATOMIC_ACQUIRE))
         return 0;
-    if (fa__diag_on())
+    if (fa__diag_on() & (FA_DIAG_DEBUG | FA_DIAG_VALGRIND))
         return fa__dbg_owns(p);
     uintptr_t a = (uintptr_t)p;
     struct fa__span *s = fa__pm_span(a);

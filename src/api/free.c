@@ -16,6 +16,7 @@ void fa__api_free_unmapped(void *p)
 void fa__api_free_slow(void *p)
 {
     if (FA_UNLIKELY(fa__diag_on())) {
+        fa__tc_leave();
         fa__dbg_free(p);
         return;
     }

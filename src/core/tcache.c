@@ -955,6 +955,27 @@ void fa__tc_sum_counts(struct fa__tc_counts *out)
     fa__unlock(&registry_lock);
 }
 
+void fa__tc_leave(void)
+{
+    struct fa__tcache *tc = fa__tls_cache;
+    if (tc->kind != FA_TC_REAL)
+        return;
+    /* As a thread that exits and that nothing replaces, but the thread
+     * goes on: on the empty stand-in, so that it gets a cache again once
+     * the diagnostic mode is off. */
+    pthread_setspecific(exit_key, NULL);
+    fa__tls_cache = &tc_empty;
+    flush(tc);
+    __atomic_sub_fetch(&live_caches, 1, __ATOMIC_RELAXED);
+    fa__lock(&registry_lock);
+    retire_counts(tc);
+    tc->prev->next = tc->next;
+    tc->next->prev = tc->prev;
+    tc->next = spare_caches;
+    spare_caches = tc;
+    fa__unlock(&registry_lock);
+}
+
 size_t fa__tc_cached_bytes(void)
 {
     size_t total = 0;

@@ -148,6 +148,11 @@ unsigned fa__tc_live_threads(void) FA_HIDDEN;
  * alignment) from the calling thread's cache, or NULL. */
 void *fa__tc_large_alloc(size_t size) FA_HIDDEN;
 
+/* The calling thread gives its cache up and runs on none (its calls go to
+ * the central cache), until a slow path gives it a new one: a diagnostic
+ * mode switched on while it ran (src/base/diag.h). */
+void fa__tc_leave(void) FA_HIDDEN;
+
 /* Give back everything the calling thread caches (fa_trim). */
 void fa__tc_flush_mine(void) FA_HIDDEN;
 

@@ -11,6 +11,7 @@
  * thread cache, and go back only when they leave the quarantine. */
 #define _GNU_SOURCE
 #include "debug/debug.h"
+#include "fastalloc.h"
 #include "base/diag.h"
 #include "base/lock.h"
 #include "base/options.h"
@@ -357,9 +358,8 @@ static bool canary_ok(struct dbg_hdr *h, const char *op)
     return false;
 }
 
-void *fa__dbg_alloc(size_t size, size_t align, bool zero)
+static void *checked_alloc(size_t size, size_t align, bool zero)
 {
-    fa__decay_maybe();
     if (align < FA_MIN_ALIGN)
         align = FA_MIN_ALIGN;
     size_t room = align > FA_MIN_ALIGN ? align : 0, total;
@@ -411,7 +411,7 @@ static size_t q_cost(const struct dbg_hdr *h)
     return h->off + HDR + h->size + CANARY_MIN;
 }
 
-void fa__dbg_free(void *p)
+static void checked_free(void *p)
 {
     if (p == NULL)
         return;
@@ -465,37 +465,13 @@ void fa__dbg_free(void *p)
     }
 }
 
-void *fa__dbg_realloc(void *p, size_t size)
+static size_t checked_usable(void *p)
 {
-    if (p == NULL)
-        return fa__dbg_alloc(size, 0, false);
-    if (size == 0) {
-        fa__dbg_free(p);
-        return NULL;
-    }
-    struct dbg_hdr *h = check_ptr(p, "realloc");
-    if (h == NULL) {
-        errno = EINVAL;
-        return NULL;
-    }
-    canary_ok(h, "realloc");
-    void *n = fa__dbg_alloc(size, 0, false);
-    if (n == NULL)
-        return NULL;
-    memcpy(n, p, h->size < size ? h->size : size);
-    fa__dbg_free(p);
-    return n;
-}
-
-size_t fa__dbg_usable(void *p)
-{
-    if (p == NULL)
-        return 0;
     struct dbg_hdr *h = check_ptr(p, "malloc_usable_size");
     return h != NULL ? h->size : 0;
 }
 
-int fa__dbg_owns(const void *p)
+static int checked_owns(const void *p)
 {
     uintptr_t a = (uintptr_t)p, base;
     size_t usable;
@@ -504,6 +480,246 @@ int fa__dbg_owns(const void *p)
     const struct dbg_hdr *h = (const struct dbg_hdr *)(a - HDR);
     return (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) ^ (uintptr_t)h) == MAGIC_LIVE &&
            base + h->off == (uintptr_t)h;
+}
+
+/* ---- hooks ---- */
+
+/* The hooks in force: one of two copies, so that a thread calling through
+ * the old one is not torn by a change (changes are rare: a profiler sets
+ * its hooks once). */
+static fa_hooks hook_copy[2];
+static const fa_hooks *hooks_now;
+static fa__lock_t hooks_lock = FA_LOCK_INIT;
+
+/* Set while this thread runs a hook: its own calls are not hooked. */
+static __thread int in_hook __attribute__((tls_model("initial-exec")));
+/* Sampling: bytes until this thread's next sample, and its random state. */
+static __thread long long sample_left __attribute__((tls_model("initial-exec")));
+static __thread uint64_t sample_rng __attribute__((tls_model("initial-exec")));
+
+/* Sampled blocks, whose frees on_free sees: an open-addressing set of
+ * addresses (0 empty, 1 deleted) in memory from the OS, under a lock. */
+static fa__lock_t sampled_lock = FA_LOCK_INIT;
+static uintptr_t *sampled;
+static size_t sampled_cap, sampled_used; /* used counts deleted slots too */
+
+static size_t slot_of(uintptr_t p, size_t cap)
+{
+    return (size_t)((p >> 4) * 0x9E3779B97F4A7C15ULL >> 7) & (cap - 1);
+}
+
+/* Caller holds sampled_lock. */
+static void sampled_put(uintptr_t p)
+{
+    if (2 * (sampled_used + 1) > sampled_cap) {
+        size_t cap = sampled_cap ? 2 * sampled_cap : 4096;
+        uintptr_t *t = fa__os_map(cap * sizeof *t, 0);
+        if (t == NULL)
+            return; /* this block's free goes unseen */
+        size_t used = 0;
+        for (size_t i = 0; i < sampled_cap; i++) {
+            if (sampled[i] > 1) {
+                size_t k = slot_of(sampled[i], cap);
+                while (t[k] != 0)
+                    k = (k + 1) & (cap - 1);
+                t[k] = sampled[i];
+                used++;
+            }
+        }
+        if (sampled != NULL)
+            fa__os_unmap(sampled, sampled_cap * sizeof *sampled);
+        sampled = t;
+        sampled_cap = cap;
+        sampled_used = used;
+    }
+    size_t k = slot_of(p, sampled_cap);
+    while (sampled[k] > 1)
+        k = (k + 1) & (sampled_cap - 1);
+    if (sampled[k] == 0)
+        sampled_used++;
+    sampled[k] = p;
+}
+
+static bool sampled_take(uintptr_t p)
+{
+    bool found = false;
+    fa__lock(&sampled_lock);
+    if (sampled_cap != 0) {
+        for (size_t k = slot_of(p, sampled_cap); sampled[k] != 0; k = (k + 1) & (sampled_cap - 1)) {
+            if (sampled[k] == p) {
+                sampled[k] = 1;
+                found = true;
+                break;
+            }
+        }
+    }
+    fa__unlock(&sampled_lock);
+    return found;
+}
+
+/* The next sample point: uniform in [1, 2 * mean], so one block per mean
+ * bytes on average, with no period for a program's pattern to beat with. */
+static long long next_sample(size_t mean)
+{
+    if (sample_rng == 0)
+        sample_rng = ((uint64_t)(uintptr_t)&sample_rng ^ (uint64_t)tid()) | 1;
+    sample_rng ^= sample_rng << 13;
+    sample_rng ^= sample_rng >> 7;
+    sample_rng ^= sample_rng << 17;
+    return 1 + (long long)(sample_rng % (2 * (uint64_t)mean));
+}
+
+int fa__dbg_set_hooks(const fa_hooks *h)
+{
+    if (h != NULL && h->on_alloc == NULL && h->on_free == NULL)
+        return EINVAL;
+    fa__lock(&hooks_lock);
+    if (h != NULL) {
+        fa_hooks *next = hooks_now == &hook_copy[0] ? &hook_copy[1] : &hook_copy[0];
+        *next = *h;
+        __atomic_store_n(&hooks_now, next, __ATOMIC_RELEASE);
+        __atomic_fetch_or(&fa__diag_mode, FA_DIAG_HOOKS, __ATOMIC_RELEASE);
+    } else {
+        __atomic_fetch_and(&fa__diag_mode, ~FA_DIAG_HOOKS, __ATOMIC_RELEASE);
+        __atomic_store_n(&hooks_now, NULL, __ATOMIC_RELEASE);
+    }
+    fa__unlock(&hooks_lock);
+    return 0;
+}
+
+/* The first frame outside the allocator: the call's site. */
+static void *call_site(void)
+{
+    void *at[FRAMES];
+    return capture(at) > 0 ? at[0] : NULL;
+}
+
+static void hook_alloc(void *p, size_t size)
+{
+    const fa_hooks *h = __atomic_load_n(&hooks_now, __ATOMIC_ACQUIRE);
+    if (h == NULL || h->on_alloc == NULL || in_hook || p == NULL)
+        return;
+    if (h->sample_bytes != 0) {
+        if (sample_left == 0)
+            sample_left = next_sample(h->sample_bytes);
+        if ((sample_left -= (long long)size) > 0)
+            return;
+        sample_left = next_sample(h->sample_bytes);
+        fa__lock(&sampled_lock);
+        sampled_put((uintptr_t)p);
+        fa__unlock(&sampled_lock);
+    }
+    in_hook = 1;
+    h->on_alloc(p, size, call_site());
+    in_hook = 0;
+}
+
+static void hook_free(void *p, size_t size)
+{
+    const fa_hooks *h = __atomic_load_n(&hooks_now, __ATOMIC_ACQUIRE);
+    if (h == NULL || h->on_free == NULL || in_hook || p == NULL)
+        return;
+    if (h->sample_bytes != 0 && !sampled_take((uintptr_t)p))
+        return;
+    in_hook = 1;
+    h->on_free(p, size);
+    in_hook = 0;
+}
+
+/* ---- the entry points: checked blocks (debug mode, memcheck) or plain
+ * ones (hooks alone), and the hooks on either ---- */
+
+static bool checked(void)
+{
+    return fa__diag_on() & (FA_DIAG_DEBUG | FA_DIAG_VALGRIND);
+}
+
+/* The usable bytes of a plain block; a bad pointer stops the program as
+ * it does outside the modes. */
+static size_t plain_usable(void *p, const char *who)
+{
+    unsigned cls = fa__pm_class((uintptr_t)p);
+    if (cls != 0)
+        return fa__classes[cls].size;
+    return fa__large_size(fa__large_span_of(p, who));
+}
+
+static void *plain_alloc(size_t size, size_t align, bool zero)
+{
+    unsigned cls = 0;
+    if (align <= FA_MIN_ALIGN && size <= FA_MAX_SMALL)
+        cls = fa__size_to_class(size);
+    else if (align <= FA_PAGE_SIZE)
+        cls = fa__class_for_aligned(size, align);
+    if (cls == 0)
+        return fa__large_alloc(size, align, zero);
+    void *p = fa__tc_alloc_slow(fa__classes[cls].size);
+    if (p != NULL && zero)
+        memset(p, 0, size);
+    return p;
+}
+
+void *fa__dbg_alloc(size_t size, size_t align, bool zero)
+{
+    fa__decay_maybe();
+    void *p = checked() ? checked_alloc(size, align, zero) : plain_alloc(size, align, zero);
+    hook_alloc(p, size);
+    return p;
+}
+
+void fa__dbg_free(void *p)
+{
+    if (p == NULL)
+        return;
+    if (checked()) {
+        struct dbg_hdr *h = check_ptr(p, "free");
+        if (h != NULL)
+            hook_free(p, h->size);
+        checked_free(p);
+        return;
+    }
+    hook_free(p, plain_usable(p, "free"));
+    fa__tc_free_slow(p);
+}
+
+void *fa__dbg_realloc(void *p, size_t size)
+{
+    if (p == NULL)
+        return fa__dbg_alloc(size, 0, false);
+    if (size == 0) {
+        fa__dbg_free(p);
+        return NULL;
+    }
+    size_t old;
+    if (checked()) {
+        struct dbg_hdr *h = check_ptr(p, "realloc");
+        if (h == NULL) {
+            errno = EINVAL;
+            return NULL;
+        }
+        canary_ok(h, "realloc");
+        old = h->size;
+    } else {
+        old = plain_usable(p, "realloc");
+    }
+    void *n = fa__dbg_alloc(size, 0, false);
+    if (n == NULL)
+        return NULL; /* p stays valid */
+    memcpy(n, p, old < size ? old : size);
+    fa__dbg_free(p);
+    return n;
+}
+
+size_t fa__dbg_usable(void *p)
+{
+    if (p == NULL)
+        return 0;
+    return checked() ? checked_usable(p) : plain_usable(p, "malloc_usable_size");
+}
+
+int fa__dbg_owns(const void *p)
+{
+    return checked_owns(p);
 }
 
 void fa__dbg_lock_for_fork(void)

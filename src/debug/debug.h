@@ -18,8 +18,10 @@
  * valgrind's mode when running under it (fa__diag_mode). */
 void fa__dbg_init(void) FA_HIDDEN;
 
-/* A block of size bytes aligned to align (0: the default), zeroed when zero
- * is set; NULL with errno = ENOMEM. */
+/* The entry points of every diagnostic mode: checked blocks in debug mode
+ * and under memcheck, plain blocks with hooks alone; the hooks, when set,
+ * in every mode.  A block of size bytes aligned to align (0: the default),
+ * zeroed when zero is set; NULL with errno = ENOMEM. */
 void *fa__dbg_alloc(size_t size, size_t align, bool zero) FA_HIDDEN;
 /* free(p), for any p the program passes, NULL included. */
 void fa__dbg_free(void *p) FA_HIDDEN;
@@ -30,6 +32,11 @@ void *fa__dbg_realloc(void *p, size_t size) FA_HIDDEN;
 size_t fa__dbg_usable(void *p) FA_HIDDEN;
 /* 1 when p is a live block that debug mode returned. */
 int fa__dbg_owns(const void *p) FA_HIDDEN;
+
+/* Set the hooks (NULL: none): 0, or EINVAL.  While they are set, every
+ * call comes here (fa__diag_mode), and the entry points above call them. */
+struct fa_hooks;
+int fa__dbg_set_hooks(const struct fa_hooks *hooks) FA_HIDDEN;
 
 /* For fork: the lock of the live list and the quarantine. */
 void fa__dbg_lock_for_fork(void) FA_HIDDEN;
