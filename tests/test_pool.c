@@ -343,6 +343,19 @@ static void foreign_put(void)
     fa_pool_put(pool, buf);
 }
 
+/* A write to a put object, found when it leaves a quarantine of 64 KiB. */
+static void write_after_put(void)
+{
+    CHECK(fa_option_set("debug_quarantine", 64 << 10) == 0);
+    fa_pool_options o = {.object_size = 64, .debug = 1, .name = "dbg"};
+    fa_pool *pool = fa_pool_create(&o);
+    char *a = fa_pool_get(pool);
+    fa_pool_put(pool, a);
+    a[40] = 'X';
+    for (int i = 0; i < 2000; i++) /* 128 KiB of puts push a out */
+        fa_pool_put(pool, fa_pool_get(pool));
+}
+
 static void test_debug(void)
 {
     fa_pool_options o = {.object_size = 64, .debug = 1};
@@ -354,10 +367,22 @@ static void test_debug(void)
     }
     for (int i = 0; i < 3000; i++)
         fa_pool_put(pool, v[i]);
-    CHECK(fa_pool_get(pool) == v[2999]);
+    /* Put objects wait in the quarantine (16 MiB): a get cuts a new one,
+     * filled. */
+    unsigned char *g = fa_pool_get(pool);
+    CHECK(g != NULL);
+    for (int i = 0; i < 3000; i++)
+        CHECK(g != v[i]);
+    for (int i = 0; i < 64; i++)
+        CHECK(g[i] == 0xAA);
+    /* A put object is filled but its link, the first word. */
+    for (int i = 8; i < 64; i++)
+        CHECK(((unsigned char *)v[0])[i] == 0xDD);
+    fa_pool_put(pool, g);
     fa_pool_destroy(pool);
-    expect_abort(double_put, "double put of");
-    expect_abort(foreign_put, "was not handed out by pool 'dbg'");
+    expect_abort(double_put, "fastalloc: debug: double put of");
+    expect_abort(foreign_put, "passed to fa_pool_put: not handed out by pool 'dbg'");
+    expect_abort(write_after_put, "fastalloc: debug: write after put to");
 }
 
 static void test_destroy_rss(void)

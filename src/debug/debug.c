@@ -482,6 +482,16 @@ static int checked_owns(const void *p)
            base + h->off == (uintptr_t)h;
 }
 
+void fa__dbg_report_end(void)
+{
+    report_end(NULL, true);
+}
+
+int fa__dbg_tid(void)
+{
+    return tid();
+}
+
 /* ---- hooks ---- */
 
 /* The hooks in force: one of two copies, so that a thread calling through

@@ -38,6 +38,12 @@ int fa__dbg_owns(const void *p) FA_HIDDEN;
 struct fa_hooks;
 int fa__dbg_set_hooks(const struct fa_hooks *hooks) FA_HIDDEN;
 
+/* For the object pool's debug mode (pool/debug.c), which reports in the
+ * same form: after the report's first line, the calling stack, then abort
+ * unless FASTALLOC_DEBUG_CONTINUE is set; and the thread id the lines give. */
+void fa__dbg_report_end(void) FA_HIDDEN;
+int fa__dbg_tid(void) FA_HIDDEN;
+
 /* For fork: the lock of the live list and the quarantine. */
 void fa__dbg_lock_for_fork(void) FA_HIDDEN;
 void fa__dbg_unlock_for_fork(void) FA_HIDDEN;

@@ -160,6 +160,8 @@ void fa_pool_destroy(fa_pool *pool)
     if (pool->dtor) {
         for (void *o = pool->dbg_free; o != NULL; o = fa__fl_next_at(o, negoff(pool)))
             pool->dtor(o, pool->arg);
+        for (void *o = pool->dbg_qhead; o != NULL; o = fa__fl_next_at(o, negoff(pool)))
+            pool->dtor(o, pool->arg);
         for (struct block *b = pool->blocks; b != NULL; b = b->next) {
             if (b->where == W_DEBUG)
                 continue;

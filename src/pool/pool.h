@@ -162,9 +162,12 @@ struct fa_pool {
     uint64_t remote_retired; /* remote puts into blocks released */
     uint64_t trims;
 
-    /* debug pools: one LIFO list and the block being cut, under grow */
+    /* debug pools: one LIFO list and the block being cut, under grow; the
+     * objects put lately wait in a FIFO (the quarantine) before the list */
     void *dbg_free;
     struct block *dbg_blk;
+    void *dbg_qhead, *dbg_qtail;
+    size_t dbg_qbytes;
 
     /* idle trim */
     unsigned tick;
