@@ -22,6 +22,8 @@ extern "C" {
 
 /* Room for the size classes in fa_stats_t (fastalloc has 97). */
 #define FA_STATS_MAX_CLASSES 128
+/* Object pools listed in fa_stats_t. */
+#define FA_STATS_MAX_POOLS 16
 
 #if defined(__GNUC__)
 #define FA_API __attribute__((visibility("default")))
@@ -93,6 +95,19 @@ FA_API void fa_set_limit(size_t bytes);
 FA_API int fa_option_set(const char *name, long long value);
 FA_API int fa_option_get(const char *name, long long *value);
 
+/* An object pool's statistics (fa_pool_stats, and fa_stats_t.pools). */
+typedef struct fa_pool_stats_t {
+    const char *name;
+    size_t object_size;    /* bytes per object slot */
+    size_t live;           /* objects got and not yet put */
+    size_t free_local;     /* free objects in threads' local pools */
+    size_t free_global;    /* free objects in the global pools */
+    size_t bytes_os;       /* bytes of blocks mapped now */
+    size_t bytes_peak;     /* most bytes_os ever */
+    unsigned long long gets, puts;
+    unsigned long long trims; /* fa_pool_trim() calls, plus idle trims that released memory */
+} fa_pool_stats_t;
+
 typedef struct fa_stats_t {
     size_t mapped;        /* bytes of address space the heap has grown into (its
                              unused reserve not counted) */
@@ -134,6 +149,8 @@ typedef struct fa_stats_t {
         unsigned long long allocs;
         unsigned long long slow_allocs; /* allocations that left the fast path */
     } classes[FA_STATS_MAX_CLASSES];
+    unsigned npools;      /* object pools alive (the first FA_STATS_MAX_POOLS are below) */
+    fa_pool_stats_t pools[FA_STATS_MAX_POOLS];
 } fa_stats_t;
 
 /* Hooks: called on allocations and frees, for heap profilers and tracers.
@@ -191,17 +208,6 @@ typedef struct fa_pool_options {
     const char *name;    /* for statistics; copied */
 } fa_pool_options;
 
-typedef struct fa_pool_stats_t {
-    const char *name;
-    size_t object_size;    /* bytes per object slot */
-    size_t live;           /* objects got and not yet put */
-    size_t free_local;     /* free objects in threads' local pools */
-    size_t free_global;    /* free objects in the global pools */
-    size_t bytes_os;       /* bytes of blocks mapped now */
-    size_t bytes_peak;     /* most bytes_os ever */
-    unsigned long long gets, puts;
-    unsigned long long trims; /* fa_pool_trim() calls, plus idle trims that released memory */
-} fa_pool_stats_t;
 
 /* NULL with errno = EINVAL for bad options, ENOMEM without memory. */
 FA_API fa_pool *fa_pool_create(const fa_pool_options *opt);

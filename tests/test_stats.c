@@ -156,6 +156,20 @@ static int case_print(void)
     FILE *f = fdopen(fd, "w");
     CHECK(f != NULL);
     sink = fa_malloc(100);
+    /* A pool with 25 objects out: listed with the heap. */
+    fa_pool_options po = {.object_size = 200, .name = "statpool"};
+    fa_pool *pool = fa_pool_create(&po);
+    CHECK(pool != NULL);
+    void *objs[25];
+    for (int i = 0; i < 25; i++)
+        CHECK((objs[i] = fa_pool_get(pool)) != NULL);
+    fa_stats_t s;
+    fa_stats_get(&s);
+    bool found = false;
+    for (unsigned i = 0; i < s.npools && i < FA_STATS_MAX_POOLS; i++)
+        if (strcmp(s.pools[i].name, "statpool") == 0)
+            found = s.pools[i].live == 25 && s.pools[i].object_size >= 200;
+    CHECK(found);
     CHECK(fa_stats_print(f, FA_STATS_JSON) == 0);
     fclose(f);
     char *argv[] = {"python3", "-c",
@@ -164,6 +178,8 @@ static int case_print(void)
                     "assert d['allocs'] >= 1 and d['in_use'] > 0, d\n"
                     "c = [k for k in d['classes'] if k['size'] == 112][0]\n"
                     "assert c['in_use_blocks'] >= 1 and c['spans'] >= 1, c\n"
+                    "p = [q for q in d['pools'] if q['name'] == 'statpool'][0]\n"
+                    "assert p['live'] == 25, p\n"
                     "print('parsed', len(d['classes']))\n",
                     path, NULL};
     struct child_out r;
@@ -182,7 +198,11 @@ static int case_print(void)
     CHECK(m != NULL && fa_stats_print(m, 0) == 0);
     fclose(m);
     CHECK(strstr(buf, "fastalloc statistics") != NULL && strstr(buf, "     112 ") != NULL);
+    CHECKF(strstr(buf, "  statpool ") != NULL, "%s", buf);
     free(buf);
+    for (int i = 0; i < 25; i++)
+        fa_pool_put(pool, objs[i]);
+    fa_pool_destroy(pool);
     CHECK(fa_stats_print(NULL, 0) == -1 && errno == EINVAL);
     fa_free(sink);
     return check_done("test_stats print");

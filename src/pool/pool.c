@@ -3,6 +3,7 @@
  * (pool.h): fork and destroy, which take every lock of a pool, start
  * with it. */
 #include "pool/pool.h"
+#include "stats/stats.h"
 #include "base/clock.h"
 #include "init/init.h"
 #include "os/os.h"
@@ -51,9 +52,27 @@ static void fork_release(int child)
     fa__unlock(&fa__pool_registry);
 }
 
+/* The pools' statistics for fa_stats_get (stats/stats.c): the live pools,
+ * in creation slots, at most max of them filled; returns how many live. */
+static unsigned stats_all(fa_pool_stats_t *out, unsigned max)
+{
+    unsigned n = 0;
+    fa__lock(&fa__pool_registry);
+    for (size_t id = 0; id < POOL_MAX; id++) {
+        if (pools[id] == NULL)
+            continue;
+        if (n < max)
+            fa_pool_stats(pools[id], &out[n]);
+        n++;
+    }
+    fa__unlock(&fa__pool_registry);
+    return n;
+}
+
 static void join_fork(void)
 {
     fa__init_fork_hooks(fork_prepare, fork_release);
+    fa__stats_set_pool_source(stats_all);
 }
 
 /* ---- create / destroy / stats ---- */

@@ -14,6 +14,13 @@
 
 _Static_assert(FA_NUM_CLASSES - 1 <= FA_STATS_MAX_CLASSES, "fa_stats_t has room for every class");
 
+static fa__pool_stats_fn pool_source;
+
+void fa__stats_set_pool_source(fa__pool_stats_fn fn)
+{
+    __atomic_store_n(&pool_source, fn, __ATOMIC_RELEASE);
+}
+
 void fa__stats_collect(fa_stats_t *out)
 {
     memset(out, 0, sizeof *out);
@@ -71,6 +78,9 @@ void fa__stats_collect(fa_stats_t *out)
         out->in_use_blocks += l.allocs - l.frees;
     if (l.alloc_bytes > l.free_bytes)
         out->in_use += l.alloc_bytes - l.free_bytes;
+    fa__pool_stats_fn pools = __atomic_load_n(&pool_source, __ATOMIC_ACQUIRE);
+    if (pools != NULL)
+        out->npools = pools(out->pools, FA_STATS_MAX_POOLS);
     out->peak_in_use = st.peak_used_bytes;
     out->resident = st.small_bytes + st.large_bytes + st.dirty_bytes;
     out->released = st.purged_bytes;
@@ -124,6 +134,14 @@ static void print_table(struct printer *p, const fa_stats_t *s)
         double fast = k->allocs ? 100.0 * (double)(k->allocs - k->slow_allocs) / (double)k->allocs : 0;
         put(p, "  %8zu %12zu %12llu %7zu %9.1f%%\n", k->size, k->in_use_blocks, k->allocs, k->spans, fast);
     }
+    unsigned np = s->npools < FA_STATS_MAX_POOLS ? s->npools : FA_STATS_MAX_POOLS;
+    if (np > 0)
+        put(p, "  %-16s %8s %10s %10s %10s %10s\n", "pool", "object", "live", "free", "MiB", "gets");
+    for (unsigned i = 0; i < np; i++) {
+        const fa_pool_stats_t *q = &s->pools[i];
+        put(p, "  %-16.16s %8zu %10zu %10zu %10.1f %10llu\n", q->name, q->object_size, q->live,
+            q->free_local + q->free_global, mib(q->bytes_os), q->gets);
+    }
 }
 
 static void print_json(struct printer *p, const fa_stats_t *s)
@@ -144,6 +162,22 @@ static void print_json(struct printer *p, const fa_stats_t *s)
         const struct fa_class_stats *k = &s->classes[i];
         put(p, "%s{\"size\": %zu, \"in_use_blocks\": %zu, \"spans\": %zu, \"allocs\": %llu, \"slow_allocs\": %llu}",
             i ? ", " : "", k->size, k->in_use_blocks, k->spans, k->allocs, k->slow_allocs);
+    }
+    put(p, "], \"pools\": [");
+    unsigned np = s->npools < FA_STATS_MAX_POOLS ? s->npools : FA_STATS_MAX_POOLS;
+    for (unsigned i = 0; i < np; i++) {
+        const fa_pool_stats_t *q = &s->pools[i];
+        /* Pool names are the program's: only plain characters go into the
+         * JSON string, anything else as '?'. */
+        char name[48];
+        size_t k = 0;
+        for (const char *c = q->name; *c != '\0' && k < sizeof name - 1; c++, k++)
+            name[k] = (*c >= 0x20 && *c < 0x7f && *c != '"' && *c != '\\') ? *c : '?';
+        name[k] = '\0';
+        put(p, "%s{\"name\": \"%s\", \"object_size\": %zu, \"live\": %zu, \"free_local\": %zu, "
+            "\"free_global\": %zu, \"bytes_os\": %zu, \"bytes_peak\": %zu, \"gets\": %llu, \"puts\": %llu}",
+            i ? ", " : "", name, q->object_size, q->live, q->free_local, q->free_global, q->bytes_os,
+            q->bytes_peak, q->gets, q->puts);
     }
     put(p, "]}\n");
 }
