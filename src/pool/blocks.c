@@ -5,6 +5,7 @@
  * in pool.h, beside the records it works on: the get and put paths, trims
  * and destroy all use it. */
 #include "pool/pool.h"
+#include "base/asan.h"
 #include "os/os.h"
 
 /* ---- block lists ---- */
@@ -107,7 +108,9 @@ struct block *fa__pool_block_new(fa_pool *pool, struct lpool *owner)
         pool->spare = p;
         pool->spare_end = p + n * pool->block_size;
     }
-    /* Fresh from mmap or from a trimmed-away spare range: zero. */
+    /* Fresh from mmap or from a trimmed-away spare range: zero.  Whatever
+     * poison an earlier mapping there left goes (base/asan.h). */
+    FA_UNPOISON(pool->spare, pool->block_size);
     struct block *b = (struct block *)block_header((uintptr_t)pool->spare);
     pool->spare += pool->block_size;
     pool->bytes_os += pool->block_size;
@@ -143,6 +146,7 @@ void *fa__pool_cut_one(fa_pool *pool, struct block *b)
  * are all free. */
 static size_t block_release(fa_pool *pool, struct block *b)
 {
+    FA_UNPOISON((void *)block_base(pool, b), pool->block_size);
     if (pool->dtor)
         for (uintptr_t u = first_obj(pool, b); u < b->built_end; u += pool->slot)
             pool->dtor((void *)u, pool->arg);

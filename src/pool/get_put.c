@@ -8,6 +8,7 @@
  * serve from: the thread's own lists, then remote puts, the global pools,
  * and last new memory. */
 #include "pool/pool.h"
+#include "base/asan.h"
 
 #include <errno.h>
 
@@ -257,10 +258,15 @@ void *fa_pool_get(fa_pool *pool)
 {
     struct lpool *lp = fa__pool_lp[pool->tls_idx];
     void *o = lp->head;
-    if (FA_UNLIKELY(o == NULL))
-        return get_slow(pool);
+    if (FA_UNLIKELY(o == NULL)) {
+        o = get_slow(pool);
+        if (o != NULL && !pool->debug)
+            FA_UNPOISON(o, pool->slot - pool->link_off);
+        return o;
+    }
     lp->head = fa__fl_next_at(o, lp->negoff);
     lp->gets++;
+    FA_UNPOISON(o, pool->slot - pool->link_off);
     return o;
 }
 
@@ -354,6 +360,15 @@ static FA_NOINLINE void put_slow(fa_pool *pool, void *obj)
 
 void fa_pool_put(fa_pool *pool, void *obj)
 {
+#ifdef FA_ASAN
+    /* A free object is poisoned (base/asan.h): all of it when its link is
+     * in the header before it, all but the link otherwise.  A debug pool
+     * fills and checks its objects instead. */
+    if (!pool->debug) {
+        size_t keep = pool->link_off == 0 ? sizeof(void *) : 0;
+        FA_POISON((char *)obj + keep, pool->slot - pool->link_off - keep);
+    }
+#endif
     if (FA_UNLIKELY(!put_local(pool, fa__pool_lp[pool->tls_idx], obj)))
         put_slow(pool, obj);
 }

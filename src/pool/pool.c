@@ -3,6 +3,7 @@
  * (pool.h): fork and destroy, which take every lock of a pool, start
  * with it. */
 #include "pool/pool.h"
+#include "base/asan.h"
 #include "stats/stats.h"
 #include "base/clock.h"
 #include "init/init.h"
@@ -175,7 +176,10 @@ void fa_pool_destroy(fa_pool *pool)
     while (pool->locals.next != &pool->locals)
         fa__pool_lp_drop(pool, pool->locals.next);
     /* dtor on every free object (objects still out get none): the free
-     * lists, remote puts, and what a reset block has not cut again. */
+     * lists, remote puts, and what a reset block has not cut again.  The
+     * blocks are about to go: none of their memory stays poisoned. */
+    for (struct block *b = pool->blocks; b != NULL; b = b->next)
+        FA_UNPOISON((void *)block_base(pool, b), pool->block_size);
     if (pool->dtor) {
         for (void *o = pool->dbg_free; o != NULL; o = fa__fl_next_at(o, negoff(pool)))
             pool->dtor(o, pool->arg);
