@@ -56,7 +56,10 @@ void *fa__api_alloc_large(size_t size, size_t align, bool zero)
             return p;
         }
     }
-    return fa__large_alloc(size, align, zero);
+    void *p = fa__large_alloc(size, align, zero);
+    if (p != NULL)
+        fa__tc_count_large(true, fa__large_size(fa__pm_span((uintptr_t)p)));
+    return p;
 }
 
 FA_HOT_ENTRY void *fa_malloc(size_t size)
@@ -125,8 +128,16 @@ void *fa_realloc(void *p, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    if (size > FA_MAX_SMALL && fa__large_resize(s, size))
+    size_t old = fa__large_size(s);
+    if (size > FA_MAX_SMALL && fa__large_resize(s, size)) {
+        /* The same block, counted as freed at its old size and allocated
+         * at its new one. */
+        if (fa__large_size(s) != old) {
+            fa__tc_count_large(false, old);
+            fa__tc_count_large(true, fa__large_size(s));
+        }
         return p;
+    }
     return move_block(p, fa__large_size(s), size);
 }
 

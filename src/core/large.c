@@ -6,14 +6,6 @@
 #include <errno.h>
 #include <string.h>
 
-struct fa__large_counts fa__large_n;
-
-void fa__large_note(bool alloc, size_t bytes)
-{
-    __atomic_fetch_add(alloc ? &fa__large_n.allocs : &fa__large_n.frees, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(alloc ? &fa__large_n.alloc_bytes : &fa__large_n.free_bytes, bytes, __ATOMIC_RELAXED);
-}
-
 void *fa__large_alloc(size_t size, size_t align, bool zero)
 {
     if (FA_UNLIKELY(size > FA_MAX_REQUEST)) {
@@ -32,7 +24,6 @@ void *fa__large_alloc(size_t size, size_t align, bool zero)
     if (zero && !s->zeroed)
         memset((void *)s->start, 0, npages * FA_PAGE_SIZE);
     s->zeroed = 0;
-    fa__large_note(true, npages * FA_PAGE_SIZE);
     return (void *)s->start;
 }
 
@@ -81,11 +72,5 @@ bool fa__large_resize(struct fa__span *s, size_t size)
      * and grows again should not bounce through the page heap. */
     if (npages <= s->npages && npages >= s->npages - s->npages / 4)
         return true;
-    size_t old = fa__large_size(s);
-    if (!fa__ph_resize(s, npages))
-        return false;
-    /* The same block, counted as freed at its old size, allocated at its new. */
-    fa__large_note(false, old);
-    fa__large_note(true, fa__large_size(s));
-    return true;
+    return fa__ph_resize(s, npages);
 }

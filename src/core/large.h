@@ -31,15 +31,6 @@ size_t fa__large_usable(void *p) FA_HIDDEN;
  * false when it would have to move. */
 bool fa__large_resize(struct fa__span *s, size_t size) FA_HIDDEN;
 
-/* Large blocks the program allocated and freed, in calls and bytes (a
- * block's bytes are its pages): counted here and by the thread caches,
- * which keep freed large blocks and hand them out again. */
-struct fa__large_counts {
-    uint64_t allocs, frees, alloc_bytes, free_bytes;
-};
-extern struct fa__large_counts fa__large_n FA_HIDDEN;
-void fa__large_note(bool alloc, size_t bytes) FA_HIDDEN;
-
 /* Bytes the block of span s can hold. */
 size_t fa__large_size(const struct fa__span *s) FA_HIDDEN;
 

@@ -248,7 +248,8 @@ void *fa__tc_large_alloc(size_t size)
             continue;
         tc->large_used = true;
         s = large_take(tc, i);
-        fa__large_note(true, s->npages * FA_PAGE_SIZE);
+        FA_COUNT_ADD(tc->n.large_allocs, 1);
+        FA_COUNT_ADD(tc->n.large_alloc_bytes, (size_t)s->npages * FA_PAGE_SIZE);
         FA_UNPOISON((void *)s->start, s->npages * FA_PAGE_SIZE);
         return (void *)s->start;
     }
@@ -263,7 +264,7 @@ static void large_free(struct fa__tcache *tc, void *p)
 {
     struct fa__span *s = fa__large_span_of(p, "free");
     size_t bytes = (size_t)s->npages * FA_PAGE_SIZE;
-    fa__large_note(false, bytes);
+    fa__tc_count_large(false, bytes);
     /* A thread that allocates only large blocks has no cache until its
      * first such free: it gets one here (an exiting thread gets none). */
     if (bytes > FA_TC_LARGE_MAX || fa__opt.thread_cache_bytes == 0 || (tc = my_cache()) == NULL) {
@@ -892,6 +893,10 @@ static void retire_counts(struct fa__tcache *tc)
         count_global(&retired.frees[c], tc->n.frees[c]);
         count_global(&retired.slow[c], tc->n.slow[c]);
     }
+    count_global(&retired.large_allocs, tc->n.large_allocs);
+    count_global(&retired.large_frees, tc->n.large_frees);
+    count_global(&retired.large_alloc_bytes, tc->n.large_alloc_bytes);
+    count_global(&retired.large_free_bytes, tc->n.large_free_bytes);
     memset(&tc->n, 0, sizeof tc->n);
 }
 
@@ -933,6 +938,18 @@ static void thread_exit(void *arg)
     fa__ph_shed(replaced);
 }
 
+void fa__tc_count_large(bool alloc, size_t bytes)
+{
+    struct fa__tcache *tc = fa__tls_cache;
+    if (tc->kind == FA_TC_REAL) {
+        FA_COUNT_ADD(*(alloc ? &tc->n.large_allocs : &tc->n.large_frees), 1);
+        FA_COUNT_ADD(*(alloc ? &tc->n.large_alloc_bytes : &tc->n.large_free_bytes), bytes);
+        return;
+    }
+    count_global(alloc ? &retired.large_allocs : &retired.large_frees, 1);
+    count_global(alloc ? &retired.large_alloc_bytes : &retired.large_free_bytes, bytes);
+}
+
 void fa__tc_sum_counts(struct fa__tc_counts *out)
 {
     /* The caller's own frees, exact: count those still on its spans. */
@@ -945,12 +962,20 @@ void fa__tc_sum_counts(struct fa__tc_counts *out)
         out->frees[c] = __atomic_load_n(&retired.frees[c], __ATOMIC_RELAXED);
         out->slow[c] = __atomic_load_n(&retired.slow[c], __ATOMIC_RELAXED);
     }
+    out->large_allocs = __atomic_load_n(&retired.large_allocs, __ATOMIC_RELAXED);
+    out->large_frees = __atomic_load_n(&retired.large_frees, __ATOMIC_RELAXED);
+    out->large_alloc_bytes = __atomic_load_n(&retired.large_alloc_bytes, __ATOMIC_RELAXED);
+    out->large_free_bytes = __atomic_load_n(&retired.large_free_bytes, __ATOMIC_RELAXED);
     for (struct fa__tcache *tc = registry.next; tc != &registry; tc = tc->next) {
         for (unsigned c = 0; c < FA_NUM_CLASSES; c++) {
             out->allocs[c] += __atomic_load_n(&tc->n.allocs[c], __ATOMIC_RELAXED);
             out->frees[c] += __atomic_load_n(&tc->n.frees[c], __ATOMIC_RELAXED);
             out->slow[c] += __atomic_load_n(&tc->n.slow[c], __ATOMIC_RELAXED);
         }
+        out->large_allocs += __atomic_load_n(&tc->n.large_allocs, __ATOMIC_RELAXED);
+        out->large_frees += __atomic_load_n(&tc->n.large_frees, __ATOMIC_RELAXED);
+        out->large_alloc_bytes += __atomic_load_n(&tc->n.large_alloc_bytes, __ATOMIC_RELAXED);
+        out->large_free_bytes += __atomic_load_n(&tc->n.large_free_bytes, __ATOMIC_RELAXED);
     }
     fa__unlock(&registry_lock);
 }

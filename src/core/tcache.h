@@ -51,6 +51,8 @@ struct fa__tc_counts {
      * tcache.c): the free fast path counts nothing. */
     uint64_t frees[FA_NUM_CLASSES];
     uint64_t slow[FA_NUM_CLASSES];   /* allocations that left the fast path */
+    /* Large blocks, in calls and bytes (a block's bytes are its pages). */
+    uint64_t large_allocs, large_frees, large_alloc_bytes, large_free_bytes;
 };
 
 struct fa__tcache {
@@ -141,6 +143,9 @@ size_t fa__tc_cached_bytes(void) FA_HIDDEN;
  * ones (a live thread's frees of its own blocks count once it takes them
  * back from its spans; the calling thread's count at once). */
 void fa__tc_sum_counts(struct fa__tc_counts *out) FA_HIDDEN;
+/* Count a large block the calling thread allocated (alloc) or freed, of
+ * bytes; a large free is counted by the thread cache's free path itself. */
+void fa__tc_count_large(bool alloc, size_t bytes) FA_HIDDEN;
 size_t fa__tc_claimed_bytes(void) FA_HIDDEN;
 unsigned fa__tc_live_threads(void) FA_HIDDEN;
 

@@ -65,19 +65,14 @@ void fa__stats_collect(fa_stats_t *out)
         out->in_use_blocks += live;
         out->in_use += live * size;
     }
-    struct fa__large_counts l;
-    l.allocs = __atomic_load_n(&fa__large_n.allocs, __ATOMIC_RELAXED);
-    l.frees = __atomic_load_n(&fa__large_n.frees, __ATOMIC_RELAXED);
-    l.alloc_bytes = __atomic_load_n(&fa__large_n.alloc_bytes, __ATOMIC_RELAXED);
-    l.free_bytes = __atomic_load_n(&fa__large_n.free_bytes, __ATOMIC_RELAXED);
-    out->allocs += l.allocs;
-    out->frees += l.frees;
-    out->allocated_bytes += l.alloc_bytes;
-    out->freed_bytes += l.free_bytes;
-    if (l.allocs > l.frees)
-        out->in_use_blocks += l.allocs - l.frees;
-    if (l.alloc_bytes > l.free_bytes)
-        out->in_use += l.alloc_bytes - l.free_bytes;
+    out->allocs += n.large_allocs;
+    out->frees += n.large_frees;
+    out->allocated_bytes += n.large_alloc_bytes;
+    out->freed_bytes += n.large_free_bytes;
+    if (n.large_allocs > n.large_frees)
+        out->in_use_blocks += n.large_allocs - n.large_frees;
+    if (n.large_alloc_bytes > n.large_free_bytes)
+        out->in_use += n.large_alloc_bytes - n.large_free_bytes;
     fa__pool_stats_fn pools = __atomic_load_n(&pool_source, __ATOMIC_ACQUIRE);
     if (pools != NULL)
         out->npools = pools(out->pools, FA_STATS_MAX_POOLS);
