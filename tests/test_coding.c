@@ -298,6 +298,74 @@ static int test_codegen(int ncc, char **named)
 
 #endif
 
+/* Varints: literal byte layouts at every length boundary, round trips of
+ * every 2^k - 1, 2^k and 2^k + 1, and inputs the decoder must refuse. */
+static void test_varints(void)
+{
+    static const struct {
+        uint64_t v;
+        unsigned n;
+        unsigned char bytes[10];
+    } lit[] = {
+        {0, 1, {0x00}},
+        {1, 1, {0x01}},
+        {0x7f, 1, {0x7f}},
+        {0x80, 2, {0x80, 0x01}},
+        {300, 2, {0xac, 0x02}},
+        {0x3fff, 2, {0xff, 0x7f}},
+        {0x4000, 3, {0x80, 0x80, 0x01}},
+        {0x1fffff, 3, {0xff, 0xff, 0x7f}},
+        {0x200000, 4, {0x80, 0x80, 0x80, 0x01}},
+        {0xfffffff, 4, {0xff, 0xff, 0xff, 0x7f}},
+        {0x10000000, 5, {0x80, 0x80, 0x80, 0x80, 0x01}},
+        {0xffffffffull, 5, {0xff, 0xff, 0xff, 0xff, 0x0f}},
+        {0x7ffffffffull, 5, {0xff, 0xff, 0xff, 0xff, 0x7f}},
+        {0x800000000ull, 6, {0x80, 0x80, 0x80, 0x80, 0x80, 0x01}},
+        {0x3ffffffffffull, 6, {0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}},
+        {0x40000000000ull, 7, {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}},
+        {0x1ffffffffffffull, 7, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}},
+        {0x2000000000000ull, 8, {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}},
+        {0xffffffffffffffull, 8, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}},
+        {0x100000000000000ull, 9, {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}},
+        {0x7fffffffffffffffull, 9, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}},
+        {0x8000000000000000ull, 10, {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}},
+        {0xffffffffffffffffull, 10, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
+    };
+    for (size_t i = 0; i < sizeof lit / sizeof lit[0]; i++) {
+        char buf[16];
+        memset(buf, 0x5a, sizeof buf);
+        unsigned n = fa__encode_varint64(buf, lit[i].v);
+        CHECKF(n == lit[i].n && fa__varint64_length(lit[i].v) == n, "varint %#llx: %u bytes",
+               (unsigned long long)lit[i].v, n);
+        CHECKF(memcmp(buf, lit[i].bytes, n) == 0, "varint %#llx: wrong bytes", (unsigned long long)lit[i].v);
+        CHECKF((unsigned char)buf[n] == 0x5a, "varint %#llx wrote past its end", (unsigned long long)lit[i].v);
+        uint64_t got = 0;
+        const char *end = fa__decode_varint64(buf, buf + n, &got);
+        CHECKF(end == buf + n && got == lit[i].v, "varint %#llx read back as %#llx", (unsigned long long)lit[i].v,
+               (unsigned long long)got);
+        /* Cut short anywhere: refused, without reading past the end. */
+        for (unsigned k = 0; k < n; k++)
+            CHECKF(fa__decode_varint64(buf, buf + k, &got) == NULL, "varint %#llx cut at %u accepted",
+                   (unsigned long long)lit[i].v, k);
+    }
+    for (unsigned k = 0; k < 64; k++) {
+        uint64_t p = (uint64_t)1 << k;
+        uint64_t vs[3] = {p - 1, p, p + 1};
+        for (int j = 0; j < 3; j++) {
+            char buf[FA_VARINT64_MAX];
+            unsigned n = fa__encode_varint64(buf, vs[j]);
+            uint64_t got;
+            CHECK(fa__decode_varint64(buf, buf + n, &got) == buf + n && got == vs[j]);
+        }
+    }
+    /* Eleven bytes of continuation, and a tenth byte beyond 64 bits. */
+    static const unsigned char too_long[11] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00};
+    static const unsigned char too_big[10] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02};
+    uint64_t got;
+    CHECK(fa__decode_varint64((const char *)too_long, (const char *)too_long + 11, &got) == NULL);
+    CHECK(fa__decode_varint64((const char *)too_big, (const char *)too_big + 10, &got) == NULL);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "codegen") == 0) {
@@ -307,5 +375,6 @@ int main(int argc, char **argv)
     }
     test_byte_order();
     test_round_trips();
+    test_varints();
     return check_done("test_coding");
 }

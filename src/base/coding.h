@@ -1,7 +1,8 @@
 /*
- * Fixed-width integer encoding for fastalloc's binary formats (the planned
- * allocation-trace records): 32- and 64-bit unsigned integers stored
- * little-endian, at any address, whatever the byte order of the machine.
+ * Integer encoding for fastalloc's binary formats (allocation traces):
+ * 32- and 64-bit unsigned integers stored little-endian, at any address,
+ * whatever the byte order of the machine; and LEB128 varints, for values
+ * that are mostly small (sizes, deltas, ids).
  *
  * The functions spell the format out one byte at a time with shifts, and use
  * no memcpy, no type punning and no byte-order #ifdef.  That is well defined
@@ -58,6 +59,56 @@ static inline uint64_t fa__decode_fixed64(const char *src)
     return (uint64_t)in[0] | ((uint64_t)in[1] << 8) | ((uint64_t)in[2] << 16) |
            ((uint64_t)in[3] << 24) | ((uint64_t)in[4] << 32) | ((uint64_t)in[5] << 40) |
            ((uint64_t)in[6] << 48) | ((uint64_t)in[7] << 56);
+}
+
+/* LEB128: seven bits a byte, least significant group first, the high bit
+ * set on every byte but the last.  A 64-bit value takes 1 to 10 bytes; a
+ * value below 128 takes one. */
+#define FA_VARINT64_MAX 10
+
+/* Writes v at dst (room for FA_VARINT64_MAX bytes); returns the bytes
+ * written. */
+static inline unsigned fa__encode_varint64(char *dst, uint64_t v)
+{
+    unsigned char *out = (unsigned char *)dst;
+    unsigned n = 0;
+    while (v >= 0x80) {
+        out[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    out[n++] = (unsigned char)v;
+    return n;
+}
+
+/* Reads a varint from [p, limit) into *v; returns the byte after it, or
+ * NULL when the input ends inside it, or it runs past 10 bytes, or its
+ * tenth byte holds bits beyond 64 (a corrupt or hostile input: never a
+ * read past limit). */
+static inline const char *fa__decode_varint64(const char *p, const char *limit, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (unsigned shift = 0; shift <= 63 && p < limit; shift += 7) {
+        uint64_t b = (unsigned char)*p++;
+        if (shift == 63 && b > 1)
+            return NULL;
+        r |= (b & 0x7f) << shift;
+        if (b < 0x80) {
+            *v = r;
+            return p;
+        }
+    }
+    return NULL;
+}
+
+/* The bytes fa__encode_varint64 takes for v. */
+static inline unsigned fa__varint64_length(uint64_t v)
+{
+    unsigned n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
 }
 
 #endif /* FA_CODING_H */
