@@ -26,6 +26,14 @@ static FA_NOINLINE void *alloc_slower(size_t size)
     return p;
 }
 
+/* calloc under a diagnostic mode. */
+static FA_NOINLINE void *alloc_zeroed_slow(size_t size)
+{
+    fa__ensure_init();
+    fa__tc_leave();
+    return fa__dbg_alloc(size, 0, true);
+}
+
 void *fa__api_alloc_slow(size_t size, unsigned cls)
 {
     /* A diagnostic mode sees every call, the refill's too. */
@@ -76,6 +84,8 @@ void *fa_calloc(size_t n, size_t size)
     }
     if (total > FA_MAX_SMALL)
         return fa__api_alloc_large(total, 0, true);
+    if (FA_UNLIKELY(fa__diag_on())) /* a trace records it as a calloc */
+        return alloc_zeroed_slow(total);
     void *p = fa__do_malloc(total);
     if (FA_LIKELY(p != NULL))
         memset(p, 0, total);

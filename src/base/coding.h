@@ -13,11 +13,12 @@
  * ones).  tests/test_coding.c checks the byte order and that this still
  * compiles to a single load or store at -O2.
  *
- * Header only, no dependencies beyond <stdint.h>.
+ * Header only, no dependencies beyond <stddef.h> and <stdint.h>.
  */
 #ifndef FA_CODING_H
 #define FA_CODING_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Writes v to dst[0..3], least significant byte first. */

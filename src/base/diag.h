@@ -8,9 +8,10 @@
 
 /* Diagnostic modes (src/debug/): while any is on, every malloc and free
  * leaves the fast paths, where the mode sees it.  0 in a normal run; set
- * at start-up (debug mode, running under valgrind) or from code (hooks).
+ * at start-up (debug mode, running under valgrind, recording a trace) or
+ * from code (hooks).
  * Read with a relaxed load, off the fast paths only. */
-enum { FA_DIAG_DEBUG = 1, FA_DIAG_VALGRIND = 2, FA_DIAG_HOOKS = 4 };
+enum { FA_DIAG_DEBUG = 1, FA_DIAG_VALGRIND = 2, FA_DIAG_HOOKS = 4, FA_DIAG_TRACE = 8 };
 extern int fa__diag_mode FA_HIDDEN;
 
 FA_INLINE int fa__diag_on(void)

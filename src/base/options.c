@@ -61,9 +61,14 @@ const struct fa__option_def fa__option_defs[] = {
      .doc = "debug mode: `1` reports an error and goes on; `0` reports it and aborts",
      .off = FIELD(debug_continue)},
     {.name = "stats", .env = "FASTALLOC_STATS", .type = FA_OPT_TEXT, .min = 0, .max = 1,
-     .words = {NULL, "json:"}, .value = 0, .dflt = "0",
+     .words = {"1", "json:"}, .value = 0, .dflt = "0",
      .doc = "`1`: print statistics to stderr at exit; `json:PATH`: write them to PATH as JSON",
      .off = FIELD(stats), .startup_only = true},
+    {.name = "trace", .env = "FASTALLOC_TRACE", .type = FA_OPT_TEXT, .min = 0, .max = 1,
+     .words = {NULL, ""}, .value = 0, .dflt = "0",
+     .doc = "a path: record every malloc-family call to this file (`fastalloc-trace` reads it; "
+            "a forked or exec'd child writes PATH.PID)",
+     .off = FIELD(trace), .startup_only = true},
 };
 const unsigned fa__option_count = sizeof fa__option_defs / sizeof fa__option_defs[0];
 
@@ -183,13 +188,17 @@ const char *fa__option_parse(const struct fa__option_def *d, const char *s, long
         return "not one of the accepted words";
     case FA_OPT_TEXT: {
         size_t k = strlen(d->words[1]);
-        if (strcmp(s, "0") == 0 || strcmp(s, "1") == 0) {
-            *value = s[0] - '0';
+        if (strcmp(s, "0") == 0) {
+            *value = 0;
+            return NULL;
+        }
+        if (d->words[0] != NULL && strcmp(s, d->words[0]) == 0) {
+            *value = 1;
             return NULL;
         }
         if (strncmp(s, d->words[1], k) != 0 || s[k] == '\0')
-            return "not 0, 1 or a prefix and a path";
-        if (strlen(s + k) >= sizeof fa__opt.stats_path)
+            return d->words[0] != NULL ? "not 0, 1 or a prefix and a path" : "not 0 or a path";
+        if (strlen(s + k) >= FA_OPT_TEXT_MAX)
             return "path too long";
         *value = 1;
         return NULL;
@@ -232,9 +241,9 @@ void fa__options_from_env(void)
             continue;
         }
         store(d, v);
-        /* The one text option: its path, after the prefix. */
-        if (d->type == FA_OPT_TEXT && v != 0 && strcmp(s, "1") != 0)
-            strcpy(fa__opt.stats_path, s + strlen(d->words[1]));
+        /* A text option's text, after its prefix. */
+        if (d->type == FA_OPT_TEXT && v != 0 && (d->words[0] == NULL || strcmp(s, d->words[0]) != 0))
+            strcpy(((struct fa__opt_text *)((char *)&fa__opt + d->off))->text, s + strlen(d->words[1]));
     }
     warn_unknown();
 }

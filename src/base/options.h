@@ -8,6 +8,13 @@
 
 #include "base/config.h"
 
+/* An option that is off, or on with a text (a path). */
+#define FA_OPT_TEXT_MAX 256
+struct fa__opt_text {
+    bool on;                   /* first: the table's load and store read it */
+    char text[FA_OPT_TEXT_MAX];
+};
+
 /* The values, read by every layer.  Fields that code may change at run time
  * are read and written with relaxed atomics. */
 struct fa__options {
@@ -22,8 +29,10 @@ struct fa__options {
     bool debug;                /* every block checked, filled and traced */
     bool debug_continue;       /* report an error and go on, instead of abort */
     size_t debug_quarantine;   /* bytes of freed blocks held back */
-    bool stats;                /* print statistics at exit (stats/stats.c) */
-    char stats_path[256];      /* ... as JSON to this file; "" for the table on stderr */
+    struct fa__opt_text stats; /* statistics at exit (stats/stats.c); text: the JSON
+                                  file, "" for the table on stderr */
+    struct fa__opt_text trace; /* record an allocation trace (trace/trace.c); text:
+                                  the file */
 };
 extern struct fa__options fa__opt FA_HIDDEN;
 
@@ -32,8 +41,9 @@ enum fa__option_type {
     FA_OPT_LONG,  /* a signed number */
     FA_OPT_BOOL,  /* 0 or 1 (the environment also takes on/off, yes/no, true/false) */
     FA_OPT_WORD,  /* one of words[]; its index is the value */
-    /* `0`, `1`, or words[1] followed by a text (a path): 1 in both latter
-     * cases, the text kept in a char array field; start-up only */
+    /* `0` (off), or words[1] followed by a text (a path), kept in a
+     * struct fa__opt_text; with words[0] set, `1` too (on, no text);
+     * start-up only */
     FA_OPT_TEXT,
 };
 

@@ -22,6 +22,8 @@
 #include "core/tcache.h"
 #include "os/os.h"
 #include "policy/decay.h"
+#include "trace/format.h"
+#include "trace/trace.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -232,6 +234,7 @@ void fa__dbg_init(void)
     if (under_memcheck())
         mode |= FA_DIAG_VALGRIND;
     __atomic_fetch_or(&fa__diag_mode, mode, __ATOMIC_RELAXED);
+    fa__trace_init(); /* sets its own bit when FASTALLOC_TRACE is set */
 }
 
 /* Under valgrind, memcheck owns a freed block's bytes (reading them is an
@@ -679,11 +682,23 @@ static void *plain_alloc(size_t size, size_t align, bool zero)
     return p;
 }
 
+static void *mode_alloc(size_t size, size_t align, bool zero)
+{
+    return checked() ? checked_alloc(size, align, zero) : plain_alloc(size, align, zero);
+}
+
+static bool tracing(void)
+{
+    return fa__diag_on() & FA_DIAG_TRACE;
+}
+
 void *fa__dbg_alloc(size_t size, size_t align, bool zero)
 {
     fa__decay_maybe();
-    void *p = checked() ? checked_alloc(size, align, zero) : plain_alloc(size, align, zero);
+    void *p = mode_alloc(size, align, zero);
     hook_alloc(p, size);
+    if (tracing())
+        fa__trace_alloc(zero ? FA_TR_CALLOC : align > FA_MIN_ALIGN ? FA_TR_ALIGNED : FA_TR_MALLOC, p, size, align);
     return p;
 }
 
@@ -693,12 +708,17 @@ void fa__dbg_free(void *p)
         return;
     if (checked()) {
         struct dbg_hdr *h = check_ptr(p, "free");
-        if (h != NULL)
+        if (h != NULL) {
             hook_free(p, h->size);
+            if (tracing())
+                fa__trace_free(p);
+        }
         checked_free(p);
         return;
     }
     hook_free(p, plain_usable(p, "free"));
+    if (tracing())
+        fa__trace_free(p);
     fa__tc_free_slow(p);
 }
 
@@ -722,11 +742,21 @@ void *fa__dbg_realloc(void *p, size_t size)
     } else {
         old = plain_usable(p, "realloc");
     }
-    void *n = fa__dbg_alloc(size, 0, false);
+    fa__decay_maybe();
+    void *n = mode_alloc(size, 0, false);
     if (n == NULL)
         return NULL; /* p stays valid */
     memcpy(n, p, old < size ? old : size);
-    fa__dbg_free(p);
+    /* Hooks see a move as an allocation and a free; a trace, as a realloc
+     * that keeps the block's id. */
+    hook_alloc(n, size);
+    hook_free(p, old);
+    if (tracing())
+        fa__trace_realloc(p, n, size);
+    if (checked())
+        checked_free(p);
+    else
+        fa__tc_free_slow(p);
     return n;
 }
 

@@ -8,6 +8,7 @@
 #include "core/sizeclass.h"
 #include "core/tcache.h"
 #include "debug/debug.h"
+#include "trace/trace.h"
 #include "policy/decay.h"
 
 #include <pthread.h>
@@ -37,6 +38,7 @@ static void fork_prepare(void)
     fork_release_hook = prepare != NULL ? __atomic_load_n(&upper_release, __ATOMIC_ACQUIRE) : NULL;
     if (prepare != NULL)
         prepare();
+    fa__trace_fork_prepare();
     fa__dbg_lock_for_fork();
     fa__tc_lock_registry();
     fa__central_lock_all();
@@ -56,6 +58,7 @@ static void fork_unlock_heap(void)
 static void fork_parent(void)
 {
     fork_unlock_heap();
+    fa__trace_fork_parent();
     if (fork_release_hook != NULL)
         fork_release_hook(0);
 }
@@ -64,6 +67,7 @@ static void fork_child(void)
 {
     fa__ph_after_fork_child();
     fork_unlock_heap();
+    fa__trace_fork_child();
     if (fork_release_hook != NULL)
         fork_release_hook(1);
     fa__decay_after_fork_child();

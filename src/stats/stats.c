@@ -198,20 +198,20 @@ int fa__stats_print(FILE *out, int flags, const fa_stats_t *s)
  * allocator is up. */
 __attribute__((destructor)) static void stats_at_exit(void)
 {
-    if (!__atomic_load_n(&fa__opt.stats, __ATOMIC_RELAXED))
+    if (!__atomic_load_n(&fa__opt.stats.on, __ATOMIC_RELAXED))
         return;
     fa_stats_t s; /* 5 KiB, with the class table */
     fa__stats_collect(&s);
-    if (fa__opt.stats_path[0] == '\0') {
+    if (fa__opt.stats.text[0] == '\0') {
         fa__stats_print(stderr, 0, &s);
         return;
     }
-    FILE *f = fopen(fa__opt.stats_path, "w");
+    FILE *f = fopen(fa__opt.stats.text, "w");
     if (f == NULL) {
-        fa__diag("fastalloc: FASTALLOC_STATS: cannot write %s: %s", fa__opt.stats_path, strerror(errno));
+        fa__diag("fastalloc: FASTALLOC_STATS: cannot write %s: %s", fa__opt.stats.text, strerror(errno));
         return;
     }
     if (fa__stats_print(f, FA_STATS_JSON, &s) != 0)
-        fa__diag("fastalloc: FASTALLOC_STATS: cannot write %s: %s", fa__opt.stats_path, strerror(errno));
+        fa__diag("fastalloc: FASTALLOC_STATS: cannot write %s: %s", fa__opt.stats.text, strerror(errno));
     fclose(f);
 }

@@ -1,0 +1,254 @@
+/* Allocation traces: a child records itself (FASTALLOC_TRACE) while four
+ * threads make calls whose counts the test knows, each kind at sizes no
+ * other code here uses, with frees of each other's blocks; then
+ * `fastalloc-trace stat` must count exactly those calls, and `dump` must
+ * list them.  Then the reader against damage: the trace cut at every
+ * record boundary and with bytes flipped at random must each get one
+ * error line with a byte offset and exit status 1, never a crash. */
+#define _GNU_SOURCE
+#include "check.h"
+#include "child.h"
+#include "fastalloc.h"
+#include "trace/format.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+enum { T = 4, NM = 500, NC = 100, NA = 50, NR = 100, NX = 250 };
+static void *blocks[T][NM];
+static pthread_barrier_t bar;
+
+static size_t size_m(int t) { return 10001 + 1000 * (size_t)t; }
+static size_t size_c(int t) { return 20001 + (size_t)t; }
+static size_t size_a(int t) { return 30208 + 256 * (size_t)t; }
+static size_t size_r(int t) { return 40001 + (size_t)t; }
+
+static void *worker(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    void *c[NC], *a[NA];
+    for (int i = 0; i < NM; i++)
+        blocks[t][i] = fa_malloc(size_m(t));
+    for (int i = 0; i < NC; i++)
+        c[i] = fa_calloc(1, size_c(t));
+    for (int i = 0; i < NA; i++)
+        a[i] = fa_aligned_alloc(256, size_a(t));
+    for (int i = NM - NR; i < NM; i++) /* the last NR blocks grow */
+        blocks[t][i] = fa_realloc(blocks[t][i], size_r(t));
+    for (int i = 0; i < NC; i++)
+        fa_free(c[i]);
+    for (int i = 0; i < NA; i++)
+        fa_free(a[i]);
+    pthread_barrier_wait(&bar);
+    /* The first NX blocks of the next thread: cross-thread frees. */
+    int u = (t + 1) % T;
+    for (int i = 0; i < NX; i++)
+        fa_free(blocks[u][i]);
+    for (int i = NX; i < NM; i++)
+        fa_free(blocks[t][i]);
+    return NULL;
+}
+
+static int child_record(void)
+{
+    pthread_t th[T];
+    pthread_barrier_init(&bar, NULL, T);
+    for (int t = 0; t < T; t++)
+        pthread_create(&th[t], NULL, worker, (void *)(intptr_t)t);
+    for (int t = 0; t < T; t++)
+        pthread_join(th[t], NULL);
+    return 0;
+}
+
+static char trace_path[64];
+
+static void trace_env(void *arg)
+{
+    setenv("FASTALLOC_TRACE", arg, 1);
+}
+
+/* The row of `stat`'s commonest sizes for size: its allocations and frees. */
+static bool size_row(const char *out, size_t size, unsigned long *allocs, unsigned long *frees)
+{
+    const char *p = strstr(out, "commonest sizes");
+    char want[32];
+    snprintf(want, sizeof want, " %zu ", size);
+    for (p = p ? strchr(p, '\n') : NULL; p != NULL && *p != '\0'; p = strchr(p + 1, '\n')) {
+        unsigned long s, a, f;
+        if (sscanf(p + 1, "%lu %lu %lu", &s, &a, &f) == 3 && s == size) {
+            *allocs = a;
+            *frees = f;
+            return true;
+        }
+    }
+    return false;
+}
+
+static void record(void)
+{
+    snprintf(trace_path, sizeof trace_path, "/tmp/fa_trace_%d", (int)getpid());
+    char *argv[] = {(char *)child_self(), "record", NULL};
+    struct child_out r;
+    child_run(&r, trace_env, trace_path, argv);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0 && r.err[0] == '\0', "recording: status %#x: %s",
+           r.status, r.err);
+}
+
+static int case_stat(void)
+{
+    record();
+    char *argv[] = {FA_TRACE_TOOL, "stat", trace_path, NULL};
+    struct child_out r;
+    child_run(&r, NULL, NULL, argv);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "stat: status %#x: %s", r.status, r.err);
+    for (int t = 0; t < T; t++) {
+        unsigned long a = 0, f = 0;
+        CHECKF(size_row(r.out, size_m(t), &a, &f) && a == NM && f == NM - NR, "%zu B: %lu allocs, %lu frees\n%s",
+               size_m(t), a, f, r.out);
+        CHECKF(size_row(r.out, size_c(t), &a, &f) && a == NC && f == NC, "calloc %zu B: %lu, %lu", size_c(t), a, f);
+        CHECKF(size_row(r.out, size_a(t), &a, &f) && a == NA && f == NA, "aligned %zu B: %lu, %lu", size_a(t), a,
+               f);
+        CHECKF(size_row(r.out, size_r(t), &a, &f) && a == NR && f == NR, "realloc to %zu B: %lu, %lu", size_r(t), a,
+               f);
+    }
+    /* The totals hold the C library's own calls too (a block per thread it
+     * starts, stdio): at least the test's, and not many more. */
+    unsigned long m, c, al, re, fr, th, cross;
+    const char *ops = strstr(r.out, "ops ");
+    CHECK(ops != NULL && sscanf(ops, "ops malloc %lu, calloc %lu, aligned %lu, realloc %lu, free %lu", &m, &c, &al,
+                                &re, &fr) == 5);
+    CHECKF(m >= T * NM && m <= T * NM + 32 && c >= T * NC && c <= T * NC + 32 && al == T * NA && re >= T * NR &&
+               re <= T * NR + 8 && fr >= T * (NM + NC + NA) && fr <= T * (NM + NC + NA) + 32,
+           "%s", r.out);
+    const char *thr = strstr(r.out, "threads ");
+    CHECK(thr != NULL && sscanf(thr, "threads %lu", &th) == 1 && th >= T + 1 && th <= T + 2);
+    const char *cr = strstr(r.out, "frees ");
+    CHECK(cr != NULL && sscanf(cr, "frees %lu cross-thread", &cross) == 1 && cross >= T * NX &&
+          cross <= T * NX + 8);
+    return check_done("test_trace stat");
+}
+
+/* Run the tool on a damaged copy: exit 1, one line naming the file and a
+ * byte offset, nothing on stdout. */
+static void expect_error(const char *path, const char *what)
+{
+    char *argv[] = {FA_TRACE_TOOL, "stat", (char *)path, NULL};
+    struct child_out r;
+    child_run(&r, NULL, NULL, argv);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 1, "%s: status %#x, stderr: %s", what, r.status, r.err);
+    CHECKF(strncmp(r.err, "fastalloc-trace: ", 17) == 0 && strstr(r.err, " at byte ") != NULL &&
+               strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
+           "%s: stderr \"%s\"", what, r.err);
+    CHECKF(r.out[0] == '\0', "%s: printed before the check: %s", what, r.out);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    struct stat st;
+    CHECK(fstat(fileno(f), &st) == 0);
+    char *b = malloc((size_t)st.st_size);
+    CHECK(b != NULL && fread(b, 1, (size_t)st.st_size, f) == (size_t)st.st_size);
+    fclose(f);
+    *len = (size_t)st.st_size;
+    return b;
+}
+
+static void spit(const char *path, const char *b, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL && fwrite(b, 1, len, f) == len && fclose(f) == 0);
+}
+
+static int case_damage(void)
+{
+    record();
+    size_t len;
+    char *good = slurp(trace_path, &len);
+    char bad_path[80];
+    snprintf(bad_path, sizeof bad_path, "%s.bad", trace_path);
+    /* Cut at every record boundary (and so at the end of the header and of
+     * every chunk), and at every byte of the footer.  The boundaries are
+     * found here with the format's own decoder; dump's first offsets must
+     * agree with them. */
+    struct child_out r;
+    char *argv[] = {FA_TRACE_TOOL, "dump", trace_path, NULL};
+    child_run(&r, NULL, NULL, argv);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "dump: %s", r.err);
+    const char *end = good + len, *p = good + 32;
+    uint64_t v;
+    CHECK((p = fa__decode_varint64(p, end, &v)) != NULL);
+    p += v;
+    unsigned cuts = 0;
+    while (p < end && *p == FA_TRACE_CHUNK) {
+        uint64_t thread, nrec, nbytes;
+        CHECK((p = fa__decode_varint64(p + 1, end, &thread)) != NULL);
+        CHECK((p = fa__decode_varint64(p, end, &nrec)) != NULL);
+        CHECK((p = fa__decode_varint64(p, end, &nbytes)) != NULL);
+        for (uint64_t i = 0; i < nrec; i++) {
+            char at[32];
+            snprintf(at, sizeof at, "@%-8zu", (size_t)(p - good));
+            if (cuts < 40) /* in the part of dump's output the test keeps */
+                CHECKF(strstr(r.out, at) != NULL, "dump lacks record %s", at);
+            spit(bad_path, good, (size_t)(p - good));
+            expect_error(bad_path, "cut at a record");
+            cuts++;
+            struct fa__trace_record rec;
+            CHECK((p = fa__trace_get_record(p, end, &rec)) != NULL);
+        }
+    }
+    for (const char *q = p; q < end; q++) {
+        spit(bad_path, good, (size_t)(q - good));
+        expect_error(bad_path, "cut in the footer");
+    }
+    CHECKF(cuts > 3000, "%u records", cuts);
+    /* Bytes flipped at random, one at a time. */
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < 300; i++) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        size_t off = rng % len;
+        unsigned char x = (unsigned char)(1 + (rng >> 32) % 255);
+        good[off] ^= (char)x;
+        spit(bad_path, good, len);
+        good[off] ^= (char)x;
+        expect_error(bad_path, "a flipped byte");
+    }
+    /* Another version; a byte after the end; an empty file. */
+    good[8] = 2;
+    spit(bad_path, good, len);
+    good[8] = 1;
+    {
+        char *av[] = {FA_TRACE_TOOL, "stat", bad_path, NULL};
+        child_run(&r, NULL, NULL, av);
+        CHECKF(strstr(r.err, "unsupported version 2") != NULL, "%s", r.err);
+    }
+    char *longer = malloc(len + 1);
+    CHECK(longer != NULL);
+    memcpy(longer, good, len);
+    longer[len] = 'x';
+    spit(bad_path, longer, len + 1);
+    expect_error(bad_path, "a byte after the end");
+    spit(bad_path, good, 0);
+    expect_error(bad_path, "an empty file");
+    free(longer);
+    free(good);
+    unlink(bad_path);
+    unlink(trace_path);
+    return check_done("test_trace damage");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "record") == 0)
+        return child_record();
+    static const struct check_case cases[] = {
+        {"stat", case_stat},
+        {"damage", case_damage},
+    };
+    return check_run_case("test_trace", cases, sizeof cases / sizeof cases[0], argc, argv);
+}

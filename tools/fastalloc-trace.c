@@ -1,0 +1,473 @@
+/* fastalloc-trace: read an allocation trace (FASTALLOC_TRACE=path).
+ *
+ *   fastalloc-trace stat FILE    operations, threads, peak live bytes and
+ *                                blocks, cross-thread frees, size and
+ *                                lifetime histograms, the commonest sizes
+ *   fastalloc-trace dump FILE    every record as a line of text: its byte
+ *                                offset, time (s), thread, operation, object
+ *                                id, step, size and alignment
+ *
+ * The whole file is checked before anything is printed: a truncated,
+ * corrupt or wrong-version file gets one line naming what is wrong and its
+ * byte offset, and exit status 1.  The format is in src/trace/format.h. */
+#define _GNU_SOURCE
+#include "trace/format.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *file_name;
+
+__attribute__((noreturn, format(printf, 2, 3))) static void bad(size_t off, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "fastalloc-trace: %s: ", file_name);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " at byte %zu\n", off);
+    va_end(ap);
+    exit(1);
+}
+
+struct trace {
+    const char *base, *end;
+    uint32_t version, page, clock, pid;
+    uint64_t start;
+    const char *cmd;
+    size_t cmd_len;
+    const char *chunks; /* first chunk */
+    uint64_t records;
+};
+
+static size_t at(const struct trace *t, const char *p)
+{
+    return (size_t)(p - t->base);
+}
+
+/* A record and where it is, for the actions. */
+struct event {
+    uint64_t thread;
+    uint64_t time; /* ns since the start: the thread's sum of deltas */
+    struct fa__trace_record r;
+    size_t off;
+};
+
+typedef void (*visit_fn)(const struct event *e, void *arg);
+
+/* Walk every chunk and record, checking each against the file's end and
+ * the format; with visit set, call it for each record.  The footer must
+ * agree with what was read. */
+static void walk(struct trace *t, visit_fn visit, void *arg, uint64_t **thread_time, size_t *nthreads)
+{
+    const char *p = t->chunks;
+    uint64_t n = 0, sum = fa__trace_fnv(FA_TRACE_FNV_START, t->base, (size_t)(t->chunks - t->base));
+    for (;;) {
+        if (p >= t->end)
+            bad(at(t, p), "truncated: the footer is missing");
+        const char *chunk = p;
+        char tag = *p++;
+        if (tag == FA_TRACE_FOOTER)
+            break;
+        if (tag != FA_TRACE_CHUNK)
+            bad(at(t, chunk), "corrupt: unknown block tag 0x%02x", (unsigned char)tag);
+        uint64_t thread, nrec, nbytes;
+        if ((p = fa__decode_varint64(p, t->end, &thread)) == NULL ||
+            (p = fa__decode_varint64(p, t->end, &nrec)) == NULL ||
+            (p = fa__decode_varint64(p, t->end, &nbytes)) == NULL)
+            bad(at(t, chunk), "truncated or corrupt chunk header");
+        if (thread == 0 || thread > (1u << 24) || nrec == 0 || nbytes > (uint64_t)(t->end - p) ||
+            nrec > nbytes)
+            bad(at(t, chunk), "corrupt chunk header (thread %" PRIu64 ", %" PRIu64 " records in %" PRIu64 " bytes)",
+                thread, nrec, nbytes);
+        const char *limit = p + nbytes;
+        if (thread_time != NULL && thread >= *nthreads) {
+            size_t want = (size_t)thread + 64;
+            uint64_t *nt = realloc(*thread_time, want * sizeof *nt);
+            if (nt == NULL)
+                bad(at(t, chunk), "out of memory");
+            memset(nt + *nthreads, 0, (want - *nthreads) * sizeof *nt);
+            *thread_time = nt;
+            *nthreads = want;
+        }
+        for (uint64_t i = 0; i < nrec; i++) {
+            struct event e;
+            e.off = at(t, p);
+            e.thread = thread;
+            if ((p = fa__trace_get_record(p, limit, &e.r)) == NULL)
+                bad(e.off, "corrupt record %" PRIu64 " of a chunk", i);
+            if (e.r.op == FA_TR_ALIGNED && (e.r.align == 0 || (e.r.align & (e.r.align - 1)) != 0))
+                bad(e.off, "corrupt record: alignment %" PRIu64, e.r.align);
+            if (thread_time != NULL) {
+                (*thread_time)[thread] += e.r.dt;
+                e.time = (*thread_time)[thread];
+            }
+            if (visit != NULL)
+                visit(&e, arg);
+        }
+        if (p != limit)
+            bad(at(t, p), "corrupt chunk: %zu bytes after its last record", (size_t)(limit - p));
+        sum = fa__trace_fnv(sum, chunk, (size_t)(p - chunk));
+        n += nrec;
+    }
+    const char *footer = p - 1;
+    uint64_t count;
+    if ((p = fa__decode_varint64(p, t->end, &count)) == NULL || t->end - p < 16)
+        bad(at(t, footer), "truncated footer");
+    uint64_t check = fa__decode_fixed64(p);
+    if (memcmp(p + 8, FA_TRACE_END, 8) != 0)
+        bad(at(t, p + 8), "corrupt footer: no end mark");
+    if (p + 16 != t->end)
+        bad(at(t, p + 16), "%zu bytes after the end mark", (size_t)(t->end - p - 16));
+    if (count != n)
+        bad(at(t, footer), "the footer counts %" PRIu64 " records, the file holds %" PRIu64, count, n);
+    if (check != sum)
+        bad(at(t, footer), "checksum mismatch: the file was changed");
+    t->records = n;
+}
+
+static void open_trace(struct trace *t, const char *path)
+{
+    file_name = path;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "fastalloc-trace: %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size < 0) {
+        fprintf(stderr, "fastalloc-trace: %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+    size_t len = (size_t)st.st_size;
+    void *m = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    close(fd);
+    if (len != 0 && m == MAP_FAILED) {
+        fprintf(stderr, "fastalloc-trace: %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+    memset(t, 0, sizeof *t);
+    t->base = m;
+    t->end = t->base + len;
+    if (len < 33 || memcmp(t->base, FA_TRACE_MAGIC, 8) != 0)
+        bad(0, len < 8 ? "truncated: not a trace" : "not a fastalloc trace (bad magic)");
+    t->version = fa__decode_fixed32(t->base + 8);
+    if (t->version != FA_TRACE_VERSION)
+        bad(8, "unsupported version %u (this tool reads %u)", t->version, FA_TRACE_VERSION);
+    t->page = fa__decode_fixed32(t->base + 12);
+    t->clock = fa__decode_fixed32(t->base + 16);
+    t->start = fa__decode_fixed64(t->base + 20);
+    t->pid = fa__decode_fixed32(t->base + 28);
+    uint64_t cl;
+    const char *p = fa__decode_varint64(t->base + 32, t->end, &cl);
+    if (p == NULL || cl > (uint64_t)(t->end - p))
+        bad(32, "truncated or corrupt header (command line)");
+    t->cmd = p;
+    t->cmd_len = (size_t)cl;
+    t->chunks = p + cl;
+}
+
+static const char *op_name(unsigned op)
+{
+    static const char *const names[] = {"?", "malloc", "calloc", "realloc", "free", "aligned"};
+    return op <= FA_TR_ALIGNED ? names[op] : "?";
+}
+
+static void print_cmd(const struct trace *t)
+{
+    printf("command   ");
+    for (size_t i = 0; i < t->cmd_len; i++)
+        putchar(t->cmd[i] == '\0' ? ' ' : t->cmd[i]);
+    printf("\npid       %u\n", t->pid);
+}
+
+static void *grow(void *p, size_t *cap, size_t need, size_t elem);
+
+/* ---- dump ---- */
+
+static void dump_one(const struct event *e, void *arg)
+{
+    (void)arg;
+    printf("@%-8zu %12.6f T%-3" PRIu64 " %-7s id=%" PRIu64 " step=%" PRIu64, e->off, (double)e->time / 1e9,
+           e->thread, op_name(e->r.op), e->r.id, e->r.step);
+    if (e->r.op != FA_TR_FREE)
+        printf(" size=%" PRIu64, e->r.size);
+    if (e->r.op == FA_TR_ALIGNED)
+        printf(" align=%" PRIu64, e->r.align);
+    putchar('\n');
+}
+
+/* ---- stat ---- */
+
+struct obj {
+    uint64_t size, born;
+    uint64_t thread;
+};
+
+struct sizecount {
+    uint64_t size, allocs, frees;
+};
+
+struct stat_state {
+    uint64_t ops[FA_TR_ALIGNED + 1];
+    uint64_t threads_seen, cross_frees, unknown_frees;
+    struct obj *objs;
+    size_t nobjs;
+    uint64_t size_hist[65], life_hist[65];
+    /* Events for the live-bytes sweep: time, and the change in bytes and
+     * blocks. */
+    struct delta {
+        uint64_t time;
+        int64_t bytes, blocks;
+    } *d;
+    size_t nd, capd;
+    struct sizecount *sizes; /* open addressing by size */
+    size_t capsizes, nsizes;
+    unsigned char *thread_seen;
+    size_t nthread_seen;
+};
+
+static unsigned log2_bucket(uint64_t v)
+{
+    return v == 0 ? 0 : 64 - (unsigned)__builtin_clzll(v);
+}
+
+static void *grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return p;
+    size_t c = *cap ? *cap : 1024;
+    while (c < need)
+        c *= 2;
+    void *n = realloc(p, c * elem);
+    if (n == NULL) {
+        fprintf(stderr, "fastalloc-trace: out of memory\n");
+        exit(1);
+    }
+    memset((char *)n + *cap * elem, 0, (c - *cap) * elem);
+    *cap = c;
+    return n;
+}
+
+static struct sizecount *size_slot(struct stat_state *s, uint64_t size)
+{
+    if (2 * (s->nsizes + 1) > s->capsizes) {
+        size_t old = s->capsizes;
+        struct sizecount *o = s->sizes;
+        size_t cap = old ? 2 * old : 1024;
+        s->sizes = calloc(cap, sizeof *s->sizes);
+        if (s->sizes == NULL) {
+            fprintf(stderr, "fastalloc-trace: out of memory\n");
+            exit(1);
+        }
+        s->capsizes = cap;
+        for (size_t i = 0; i < old; i++) {
+            if (o[i].allocs + o[i].frees == 0)
+                continue;
+            size_t k = (size_t)(o[i].size * 0x9E3779B97F4A7C15ULL >> 20) & (cap - 1);
+            while (s->sizes[k].allocs + s->sizes[k].frees != 0)
+                k = (k + 1) & (cap - 1);
+            s->sizes[k] = o[i];
+        }
+        free(o);
+    }
+    size_t k = (size_t)(size * 0x9E3779B97F4A7C15ULL >> 20) & (s->capsizes - 1);
+    while (s->sizes[k].allocs + s->sizes[k].frees != 0 && s->sizes[k].size != size)
+        k = (k + 1) & (s->capsizes - 1);
+    if (s->sizes[k].allocs + s->sizes[k].frees == 0) {
+        s->sizes[k].size = size;
+        s->nsizes++;
+    }
+    return &s->sizes[k];
+}
+
+static void add_delta(struct stat_state *s, uint64_t time, int64_t bytes, int64_t blocks)
+{
+    s->d = grow(s->d, &s->capd, s->nd + 1, sizeof *s->d);
+    s->d[s->nd++] = (struct delta){time, bytes, blocks};
+}
+
+static void stat_one(const struct event *e, void *arg)
+{
+    struct stat_state *s = arg;
+    const struct fa__trace_record *r = &e->r;
+    s->ops[r->op]++;
+    s->thread_seen = grow(s->thread_seen, &s->nthread_seen, e->thread + 1, 1);
+    if (!s->thread_seen[e->thread]) {
+        s->thread_seen[e->thread] = 1;
+        s->threads_seen++;
+    }
+    if (r->id > ((uint64_t)1 << 32))
+        bad(e->off, "corrupt record: object id %" PRIu64, r->id);
+    if (r->id == 0) { /* a block the trace never saw allocated */
+        s->unknown_frees += r->op == FA_TR_FREE;
+        return;
+    }
+    s->objs = grow(s->objs, &s->nobjs, (size_t)r->id + 1, sizeof *s->objs);
+    struct obj *o = &s->objs[r->id];
+    if (r->op == FA_TR_FREE) {
+        if (o->born != 0 || o->size != 0) {
+            if (o->thread != e->thread)
+                s->cross_frees++;
+            s->life_hist[log2_bucket(e->time - (o->born < e->time ? o->born : e->time))]++;
+            size_slot(s, o->size)->frees++;
+            add_delta(s, e->time, -(int64_t)o->size, -1);
+        }
+        return;
+    }
+    s->size_hist[log2_bucket(r->size)]++;
+    size_slot(s, r->size)->allocs++;
+    if (r->op == FA_TR_REALLOC) {
+        add_delta(s, e->time, (int64_t)r->size - (int64_t)o->size, 0);
+    } else {
+        add_delta(s, e->time, (int64_t)r->size, 1);
+        o->born = e->time ? e->time : 1;
+        o->thread = e->thread;
+    }
+    o->size = r->size;
+}
+
+static int cmp_delta(const void *a, const void *b)
+{
+    const struct delta *x = a, *y = b;
+    return x->time < y->time ? -1 : x->time > y->time;
+}
+
+static int cmp_count(const void *a, const void *b)
+{
+    const struct sizecount *x = a, *y = b;
+    return x->allocs < y->allocs ? 1 : x->allocs > y->allocs ? -1 : (x->size > y->size) - (x->size < y->size);
+}
+
+static void print_hist(const char *title, const uint64_t *h, const char *unit)
+{
+    uint64_t top = 1;
+    for (int i = 0; i < 65; i++)
+        if (h[i] > top)
+            top = h[i];
+    printf("\n%s\n", title);
+    for (int i = 0; i < 65; i++) {
+        if (h[i] == 0)
+            continue;
+        uint64_t lo = i == 0 ? 0 : (uint64_t)1 << (i - 1), hi = i == 0 ? 0 : (i == 64 ? UINT64_MAX : ((uint64_t)1 << i) - 1);
+        int bar = (int)(40 * h[i] / top);
+        printf("  %12" PRIu64 " - %-12" PRIu64 " %-3s %10" PRIu64 "  %.*s\n", lo, hi, unit, h[i], bar,
+               "########################################");
+    }
+}
+
+/* Every record, to be put in time order: a thread's chunks reach the file
+ * when its buffer fills or it exits, so a free can come before the malloc
+ * that another thread made. */
+struct events {
+    struct event *e;
+    size_t n, cap;
+};
+
+static void collect(const struct event *e, void *arg)
+{
+    struct events *v = arg;
+    v->e = grow(v->e, &v->cap, v->n + 1, sizeof *v->e);
+    v->e[v->n] = *e;
+    v->n++;
+}
+
+/* By time; a thread's records keep their order (their times never go
+ * back), and records of one time keep the file's order. */
+static int cmp_event(const void *a, const void *b)
+{
+    const struct event *x = a, *y = b;
+    if (x->time != y->time)
+        return x->time < y->time ? -1 : 1;
+    return (x->off > y->off) - (x->off < y->off);
+}
+
+static int do_stat(struct trace *t)
+{
+    struct stat_state s;
+    memset(&s, 0, sizeof s);
+    uint64_t *tt = NULL;
+    size_t ntt = 0;
+    struct events v = {NULL, 0, 0};
+    walk(t, collect, &v, &tt, &ntt);
+    qsort(v.e, v.n, sizeof *v.e, cmp_event);
+    for (size_t i = 0; i < v.n; i++)
+        stat_one(&v.e[i], &s);
+    free(v.e);
+    print_cmd(t);
+    uint64_t allocs = s.ops[FA_TR_MALLOC] + s.ops[FA_TR_CALLOC] + s.ops[FA_TR_ALIGNED];
+    printf("records   %" PRIu64 "\n", t->records);
+    printf("ops       malloc %" PRIu64 ", calloc %" PRIu64 ", aligned %" PRIu64 ", realloc %" PRIu64 ", free %" PRIu64
+           "\n",
+           s.ops[FA_TR_MALLOC], s.ops[FA_TR_CALLOC], s.ops[FA_TR_ALIGNED], s.ops[FA_TR_REALLOC], s.ops[FA_TR_FREE]);
+    printf("threads   %" PRIu64 "\n", s.threads_seen);
+    uint64_t known_frees = s.ops[FA_TR_FREE] - s.unknown_frees;
+    printf("frees     %" PRIu64 " cross-thread (%.1f%% of %" PRIu64 "), %" PRIu64 " of blocks from before the trace\n",
+           s.cross_frees, known_frees ? 100.0 * (double)s.cross_frees / (double)known_frees : 0.0, known_frees,
+           s.unknown_frees);
+    qsort(s.d, s.nd, sizeof *s.d, cmp_delta);
+    int64_t bytes = 0, blocks = 0, peak_bytes = 0, peak_blocks = 0;
+    for (size_t i = 0; i < s.nd; i++) {
+        bytes += s.d[i].bytes;
+        blocks += s.d[i].blocks;
+        if (bytes > peak_bytes)
+            peak_bytes = bytes;
+        if (blocks > peak_blocks)
+            peak_blocks = blocks;
+    }
+    printf("peak      %" PRId64 " bytes live, %" PRId64 " blocks live\n", peak_bytes, peak_blocks);
+    printf("end       %" PRId64 " bytes live in %" PRId64 " blocks (%" PRIu64 " allocations)\n", bytes, blocks, allocs);
+    print_hist("sizes (allocations and reallocs)", s.size_hist, "B");
+    print_hist("lifetimes (allocation to free)", s.life_hist, "ns");
+    /* The commonest sizes, with the frees of blocks of each size. */
+    size_t k = 0;
+    for (size_t i = 0; i < s.capsizes; i++)
+        if (s.sizes[i].allocs + s.sizes[i].frees != 0)
+            s.sizes[k++] = s.sizes[i];
+    qsort(s.sizes, k, sizeof *s.sizes, cmp_count);
+    printf("\ncommonest sizes\n  %12s %12s %12s\n", "bytes", "allocations", "frees");
+    for (size_t i = 0; i < k && i < 20; i++)
+        printf("  %12" PRIu64 " %12" PRIu64 " %12" PRIu64 "\n", s.sizes[i].size, s.sizes[i].allocs, s.sizes[i].frees);
+    free(s.objs);
+    free(s.d);
+    free(s.sizes);
+    free(s.thread_seen);
+    free(tt);
+    return 0;
+}
+
+static const char usage[] = "usage: fastalloc-trace stat FILE\n"
+                            "       fastalloc-trace dump FILE\n";
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    struct trace t;
+    if (strcmp(argv[1], "stat") == 0) {
+        open_trace(&t, argv[2]);
+        return do_stat(&t);
+    }
+    if (strcmp(argv[1], "dump") == 0) {
+        open_trace(&t, argv[2]);
+        walk(&t, NULL, NULL, NULL, NULL); /* all of it checked before a line is printed */
+        uint64_t *tt = NULL;
+        size_t ntt = 0;
+        print_cmd(&t);
+        walk(&t, dump_one, NULL, &tt, &ntt);
+        free(tt);
+        return 0;
+    }
+    fputs(usage, stderr);
+    return 2;
+}
