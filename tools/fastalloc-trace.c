@@ -3,6 +3,9 @@
  *   fastalloc-trace stat FILE    operations, threads, peak live bytes and
  *                                blocks, cross-thread frees, size and
  *                                lifetime histograms, the commonest sizes
+ *   fastalloc-trace replay FILE  the calls again, a thread per recorded
+ *                                thread, on this process's malloc (choose it
+ *                                with LD_PRELOAD): time, ops/s, peak RSS
  *   fastalloc-trace dump FILE    every record as a line of text: its byte
  *                                offset, time (s), thread, operation, object
  *                                id, step, size and alignment
@@ -21,7 +24,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -444,8 +451,170 @@ static int do_stat(struct trace *t)
     return 0;
 }
 
+/* ---- replay ---- */
+
+/* Each recorded thread's records run on a thread of their own, on the
+ * malloc of this process (LD_PRELOAD picks it).  An object's step k runs
+ * after its step k - 1, whichever thread made that one: a free waits for
+ * its malloc.  Objects whose steps are not all in the file (a thread still
+ * running at the recording's exit lost its last records) are left out. */
+struct robj {
+    void *p;
+    uint64_t done; /* steps done */
+    uint64_t nsteps;
+    uint64_t seen;
+};
+
+struct rthread {
+    struct event *e;
+    size_t n, cap;
+    pthread_t th;
+};
+
+static struct robj *robjs;
+static size_t nrobjs;
+static struct rthread *rthreads;
+static size_t nrthreads;
+static uint64_t progress; /* steps done in all threads */
+static uint64_t replayed[FA_TR_ALIGNED + 1], replayed_bytes, skipped;
+
+static void gather(const struct event *e, void *arg)
+{
+    (void)arg;
+    if (e->r.id > ((uint64_t)1 << 32))
+        bad(e->off, "corrupt record: object id %" PRIu64, e->r.id);
+    rthreads = grow(rthreads, &nrthreads, (size_t)e->thread + 1, sizeof *rthreads);
+    struct rthread *t = &rthreads[e->thread];
+    t->e = grow(t->e, &t->cap, t->n + 1, sizeof *t->e);
+    t->e[t->n++] = *e;
+    if (e->r.id != 0) {
+        robjs = grow(robjs, &nrobjs, (size_t)e->r.id + 1, sizeof *robjs);
+        struct robj *o = &robjs[e->r.id];
+        o->seen++;
+        if (e->r.step + 1 > o->nsteps)
+            o->nsteps = e->r.step + 1;
+    }
+}
+
+/* Wait for obj's steps before step; false if nothing moves for 10 s (a
+ * trace whose order cannot be kept). */
+static bool wait_step(struct robj *o, uint64_t step)
+{
+    uint64_t last = __atomic_load_n(&progress, __ATOMIC_ACQUIRE);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (unsigned spins = 0; __atomic_load_n(&o->done, __ATOMIC_ACQUIRE) != step; spins++) {
+        if (spins < 64)
+            continue;
+        sched_yield();
+        uint64_t now = __atomic_load_n(&progress, __ATOMIC_ACQUIRE);
+        if (now != last) {
+            last = now;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            continue;
+        }
+        struct timespec t1;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (t1.tv_sec - t0.tv_sec > 10)
+            return false;
+    }
+    return true;
+}
+
+static void *replay_thread(void *arg)
+{
+    struct rthread *t = arg;
+    uint64_t counts[FA_TR_ALIGNED + 1] = {0}, bytes = 0, skip = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const struct fa__trace_record *r = &t->e[i].r;
+        struct robj *o = r->id != 0 ? &robjs[r->id] : NULL;
+        if (o == NULL || o->seen != o->nsteps) {
+            skip++;
+            continue;
+        }
+        if (!wait_step(o, r->step)) {
+            fprintf(stderr, "fastalloc-trace: %s: replay stuck: object %" PRIu64 " waits for step %" PRIu64
+                            " at byte %zu\n", file_name, r->id, r->step, t->e[i].off);
+            exit(1);
+        }
+        void *p = NULL;
+        switch (r->op) {
+        case FA_TR_MALLOC:
+            p = malloc(r->size);
+            break;
+        case FA_TR_CALLOC:
+            p = calloc(1, r->size);
+            break;
+        case FA_TR_ALIGNED:
+            if (posix_memalign(&p, r->align < sizeof(void *) ? sizeof(void *) : r->align, r->size) != 0)
+                p = NULL;
+            break;
+        case FA_TR_REALLOC:
+            p = realloc(o->p, r->size);
+            break;
+        case FA_TR_FREE:
+            free(o->p);
+            break;
+        }
+        if (r->op != FA_TR_FREE) {
+            if (p == NULL && r->size != 0) {
+                fprintf(stderr, "fastalloc-trace: %s: out of memory replaying %" PRIu64 " bytes at byte %zu\n",
+                        file_name, r->size, t->e[i].off);
+                exit(1);
+            }
+            if (p != NULL && r->size != 0 && r->op != FA_TR_CALLOC)
+                *(volatile char *)p = 1; /* the program wrote its block */
+            o->p = p;
+            bytes += r->size;
+        }
+        counts[r->op]++;
+        __atomic_store_n(&o->done, r->step + 1, __ATOMIC_RELEASE);
+        __atomic_fetch_add(&progress, 1, __ATOMIC_RELEASE);
+    }
+    for (int k = 0; k <= FA_TR_ALIGNED; k++)
+        __atomic_fetch_add(&replayed[k], counts[k], __ATOMIC_RELAXED);
+    __atomic_fetch_add(&replayed_bytes, bytes, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&skipped, skip, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+static int do_replay(struct trace *t)
+{
+    uint64_t *tt = NULL;
+    size_t ntt = 0;
+    walk(t, gather, NULL, &tt, &ntt);
+    free(tt);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (size_t i = 1; i < nrthreads; i++)
+        if (rthreads[i].n > 0 && pthread_create(&rthreads[i].th, NULL, replay_thread, &rthreads[i]) != 0) {
+            fprintf(stderr, "fastalloc-trace: cannot start a replay thread\n");
+            return 1;
+        }
+    for (size_t i = 1; i < nrthreads; i++)
+        if (rthreads[i].n > 0)
+            pthread_join(rthreads[i].th, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+    uint64_t ops = 0;
+    for (int k = 1; k <= FA_TR_ALIGNED; k++)
+        ops += replayed[k];
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    const char *pre = getenv("LD_PRELOAD");
+    printf("allocator %s\n", pre != NULL && *pre != '\0' ? pre : "the C library's");
+    printf("replayed  malloc %" PRIu64 ", calloc %" PRIu64 ", aligned %" PRIu64 ", realloc %" PRIu64 ", free %" PRIu64
+           ", %" PRIu64 " bytes allocated; %" PRIu64 " records left out\n",
+           replayed[FA_TR_MALLOC], replayed[FA_TR_CALLOC], replayed[FA_TR_ALIGNED], replayed[FA_TR_REALLOC],
+           replayed[FA_TR_FREE], replayed_bytes, skipped);
+    printf("time      %.6f s, %.3f M ops/s\n", s, s > 0 ? (double)ops / s / 1e6 : 0.0);
+    printf("peak RSS  %.1f MiB\n", (double)ru.ru_maxrss / 1024.0);
+    return 0;
+}
+
 static const char usage[] = "usage: fastalloc-trace stat FILE\n"
-                            "       fastalloc-trace dump FILE\n";
+                            "       fastalloc-trace dump FILE\n"
+                            "       fastalloc-trace replay FILE\n";
 
 int main(int argc, char **argv)
 {
@@ -467,6 +636,10 @@ int main(int argc, char **argv)
         walk(&t, dump_one, NULL, &tt, &ntt);
         free(tt);
         return 0;
+    }
+    if (strcmp(argv[1], "replay") == 0) {
+        open_trace(&t, argv[2]);
+        return do_replay(&t);
     }
     fputs(usage, stderr);
     return 2;
