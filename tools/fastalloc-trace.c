@@ -34,8 +34,20 @@
 
 static const char *file_name;
 
+#ifdef FA_TRACE_FUZZ
+/* The fuzz target (tools/fuzz-trace.sh): an error goes back to the
+ * target's entry, which tries the next input. */
+#include <setjmp.h>
+static jmp_buf fuzz_jmp;
+#endif
+
 __attribute__((noreturn, format(printf, 2, 3))) static void bad(size_t off, const char *fmt, ...)
 {
+#ifdef FA_TRACE_FUZZ
+    (void)off;
+    (void)fmt;
+    longjmp(fuzz_jmp, 1);
+#endif
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "fastalloc-trace: %s: ", file_name);
@@ -141,6 +153,8 @@ static void walk(struct trace *t, visit_fn visit, void *arg, uint64_t **thread_t
     t->records = n;
 }
 
+static void parse_header(struct trace *t, const void *m, size_t len);
+
 static void open_trace(struct trace *t, const char *path)
 {
     file_name = path;
@@ -161,6 +175,12 @@ static void open_trace(struct trace *t, const char *path)
         fprintf(stderr, "fastalloc-trace: %s: %s\n", path, strerror(errno));
         exit(1);
     }
+    parse_header(t, m, len);
+}
+
+/* The header of the trace in [m, m + len). */
+static void parse_header(struct trace *t, const void *m, size_t len)
+{
     memset(t, 0, sizeof *t);
     t->base = m;
     t->end = t->base + len;
@@ -611,6 +631,33 @@ static int do_replay(struct trace *t)
     printf("peak RSS  %.1f MiB\n", (double)ru.ru_maxrss / 1024.0);
     return 0;
 }
+
+#ifdef FA_TRACE_FUZZ
+/* libFuzzer: any bytes as a trace file.  The reader must accept them or
+ * refuse them (bad() returns here), never read past them, crash or hang;
+ * what it collects is kept between inputs, so that a refused one leaks
+ * nothing. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static struct events v;
+    static uint64_t *tt;
+    static size_t ntt;
+    struct trace t;
+    file_name = "input";
+    v.n = 0;
+    if (ntt != 0)
+        memset(tt, 0, ntt * sizeof *tt);
+    if (setjmp(fuzz_jmp) == 0) {
+        parse_header(&t, data, size);
+        walk(&t, collect, &v, &tt, &ntt);
+        qsort(v.e, v.n, sizeof *v.e, cmp_event);
+    }
+    return 0;
+}
+#define main fastalloc_trace_main
+int fastalloc_trace_main(int argc, char **argv);
+#endif
 
 static const char usage[] = "usage: fastalloc-trace stat FILE\n"
                             "       fastalloc-trace dump FILE\n"
