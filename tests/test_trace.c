@@ -307,6 +307,47 @@ static int case_replay(void)
     return check_done("test_trace replay");
 }
 
+/* compare: a row per allocator, glibc and fastalloc at least, each
+ * replay complete; plot: an SVG, when gnuplot is installed. */
+static void lib_env(void *arg)
+{
+    setenv("FASTALLOC_LIB", arg, 1);
+}
+
+static int case_tools(void)
+{
+#ifdef FA_TEST_SANITIZED
+    /* compare preloads other allocators into the tool, which a sanitizer
+     * build's runtime refuses. */
+    printf("SKIP: a sanitizer build: compare would preload allocators into a sanitized program\n");
+    return 77;
+#endif
+    record();
+    char *cargv[] = {FA_TRACE_TOOL, "compare", trace_path, "1", NULL};
+    struct child_out r;
+    child_run(&r, lib_env, FA_LIB, cargv);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "compare: status %#x: %s%s", r.status, r.out, r.err);
+    CHECKF(strstr(r.out, "\nglibc ") != NULL && strstr(r.out, "\nfastalloc ") != NULL &&
+               strstr(r.out, "1.00x") != NULL,
+           "compare printed:\n%s", r.out);
+    char svg[96];
+    snprintf(svg, sizeof svg, "%s.svg", trace_path);
+    char *pargv[] = {FA_TRACE_TOOL, "plot", trace_path, svg, NULL};
+    child_run(&r, NULL, NULL, pargv);
+    unlink(trace_path);
+    if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 1 && strstr(r.err, "gnuplot") != NULL) {
+        printf("SKIP: gnuplot is not installed: plot not checked\n");
+        return 77;
+    }
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "plot: %s", r.err);
+    size_t len;
+    char *s = slurp(svg, &len);
+    CHECK(len > 1000 && strstr(s, "<svg") != NULL && strstr(s, "live bytes") != NULL);
+    free(s);
+    unlink(svg);
+    return check_done("test_trace tools");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "record") == 0)
@@ -315,6 +356,7 @@ int main(int argc, char **argv)
         {"stat", case_stat},
         {"damage", case_damage},
         {"replay", case_replay},
+        {"tools", case_tools},
     };
     return check_run_case("test_trace", cases, sizeof cases / sizeof cases[0], argc, argv);
 }

@@ -6,6 +6,11 @@
  *   fastalloc-trace replay FILE  the calls again, a thread per recorded
  *                                thread, on this process's malloc (choose it
  *                                with LD_PRELOAD): time, ops/s, peak RSS
+ *   fastalloc-trace compare FILE [ROUNDS]
+ *                                replay under glibc, fastalloc and the peers
+ *                                installed, alternating; medians and ratios
+ *   fastalloc-trace plot FILE [OUT.svg]
+ *                                live bytes over time (gnuplot)
  *   fastalloc-trace dump FILE    every record as a line of text: its byte
  *                                offset, time (s), thread, operation, object
  *                                id, step, size and alignment
@@ -28,6 +33,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -267,6 +273,9 @@ static unsigned log2_bucket(uint64_t v)
     return v == 0 ? 0 : 64 - (unsigned)__builtin_clzll(v);
 }
 
+/* The tool's big arrays (records, objects) come from mmap, not malloc: a
+ * replay measures the allocator on the trace's calls, not on the tool's
+ * own bookkeeping.  New elements read as zero. */
 static void *grow(void *p, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap)
@@ -274,14 +283,20 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem)
     size_t c = *cap ? *cap : 1024;
     while (c < need)
         c *= 2;
-    void *n = realloc(p, c * elem);
-    if (n == NULL) {
+    void *n = p == NULL ? mmap(NULL, c * elem, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                        : mremap(p, *cap * elem, c * elem, MREMAP_MAYMOVE);
+    if (n == MAP_FAILED) {
         fprintf(stderr, "fastalloc-trace: out of memory\n");
         exit(1);
     }
-    memset((char *)n + *cap * elem, 0, (c - *cap) * elem);
     *cap = c;
     return n;
+}
+
+static void release(void *p, size_t cap, size_t elem)
+{
+    if (p != NULL)
+        munmap(p, cap * elem);
 }
 
 static struct sizecount *size_slot(struct stat_state *s, uint64_t size)
@@ -428,7 +443,7 @@ static int do_stat(struct trace *t)
     qsort(v.e, v.n, sizeof *v.e, cmp_event);
     for (size_t i = 0; i < v.n; i++)
         stat_one(&v.e[i], &s);
-    free(v.e);
+    release(v.e, v.cap, sizeof *v.e);
     print_cmd(t);
     uint64_t allocs = s.ops[FA_TR_MALLOC] + s.ops[FA_TR_CALLOC] + s.ops[FA_TR_ALIGNED];
     printf("records   %" PRIu64 "\n", t->records);
@@ -463,10 +478,10 @@ static int do_stat(struct trace *t)
     printf("\ncommonest sizes\n  %12s %12s %12s\n", "bytes", "allocations", "frees");
     for (size_t i = 0; i < k && i < 20; i++)
         printf("  %12" PRIu64 " %12" PRIu64 " %12" PRIu64 "\n", s.sizes[i].size, s.sizes[i].allocs, s.sizes[i].frees);
-    free(s.objs);
-    free(s.d);
+    release(s.objs, s.nobjs, sizeof *s.objs);
+    release(s.d, s.capd, sizeof *s.d);
     free(s.sizes);
-    free(s.thread_seen);
+    release(s.thread_seen, s.nthread_seen, 1);
     free(tt);
     return 0;
 }
@@ -598,12 +613,22 @@ static void *replay_thread(void *arg)
     return NULL;
 }
 
-static int do_replay(struct trace *t)
+static int do_replay(struct trace *t, bool json)
 {
     uint64_t *tt = NULL;
     size_t ntt = 0;
     walk(t, gather, NULL, &tt, &ntt);
     free(tt);
+    /* The tool's own memory before the calls start: the replay's heap is
+     * what the peak adds to it. */
+    long before_kib = 0;
+    FILE *sm = fopen("/proc/self/statm", "r");
+    if (sm != NULL) {
+        long pages_total, pages_res;
+        if (fscanf(sm, "%ld %ld", &pages_total, &pages_res) == 2)
+            before_kib = pages_res * (sysconf(_SC_PAGESIZE) / 1024);
+        fclose(sm);
+    }
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     for (size_t i = 1; i < nrthreads; i++)
@@ -621,14 +646,23 @@ static int do_replay(struct trace *t)
         ops += replayed[k];
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
+    long heap_kib = ru.ru_maxrss > before_kib ? ru.ru_maxrss - before_kib : 0;
     const char *pre = getenv("LD_PRELOAD");
+    if (json) { /* one line, for compare and make bench */
+        printf("{\"bench\": \"replay\", \"elapsed_s\": %.6f, \"ops\": %" PRIu64 ", \"ops_per_s\": %.1f, "
+               "\"maxrss_kib\": %ld, \"heap_peak_kib\": %ld, \"checked\": {\"ops\": %" PRIu64
+               ", \"records\": %" PRIu64 "}}\n",
+               s, ops, s > 0 ? (double)ops / s : 0.0, ru.ru_maxrss, heap_kib, ops, t->records);
+        return skipped == 0 ? 0 : 3;
+    }
     printf("allocator %s\n", pre != NULL && *pre != '\0' ? pre : "the C library's");
     printf("replayed  malloc %" PRIu64 ", calloc %" PRIu64 ", aligned %" PRIu64 ", realloc %" PRIu64 ", free %" PRIu64
            ", %" PRIu64 " bytes allocated; %" PRIu64 " records left out\n",
            replayed[FA_TR_MALLOC], replayed[FA_TR_CALLOC], replayed[FA_TR_ALIGNED], replayed[FA_TR_REALLOC],
            replayed[FA_TR_FREE], replayed_bytes, skipped);
     printf("time      %.6f s, %.3f M ops/s\n", s, s > 0 ? (double)ops / s / 1e6 : 0.0);
-    printf("peak RSS  %.1f MiB\n", (double)ru.ru_maxrss / 1024.0);
+    printf("peak RSS  %.1f MiB, %.1f MiB over the tool's own before the calls\n", (double)ru.ru_maxrss / 1024.0,
+           (double)heap_kib / 1024.0);
     return 0;
 }
 
@@ -659,17 +693,245 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 int fastalloc_trace_main(int argc, char **argv);
 #endif
 
+/* ---- compare ---- */
+
+/* The allocators a compare replays under: the C library's, fastalloc
+ * (next to this program in the build tree, or in the lib folder of its
+ * install; FASTALLOC_LIB overrides) and Debian's packages of the peers. */
+struct alloc {
+    const char *name;
+    char path[4096]; /* "" for the C library's */
+};
+
+static bool find_fastalloc(char *out, size_t cap)
+{
+    const char *env = getenv("FASTALLOC_LIB");
+    if (env != NULL && *env != '\0') {
+        snprintf(out, cap, "%s", env);
+        return access(out, R_OK) == 0;
+    }
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return false;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash == NULL)
+        return false;
+    *slash = '\0';
+    static const char *const rel[] = {"libfastalloc.so", "../lib/libfastalloc.so",
+                                      "../lib/x86_64-linux-gnu/libfastalloc.so", "../lib64/libfastalloc.so"};
+    size_t dir = strlen(self);
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        size_t r = strlen(rel[i]);
+        if (dir + 1 + r >= cap)
+            continue;
+        memcpy(out, self, dir);
+        out[dir] = '/';
+        memcpy(out + dir + 1, rel[i], r + 1);
+        if (access(out, R_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+struct run {
+    double s;
+    long rss_kib;
+};
+
+/* One replay of file under alloc, in a child: its JSON line read back. */
+static bool replay_once(const struct alloc *a, const char *file, struct run *out)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return false;
+    pid_t pid = fork();
+    if (pid < 0)
+        return false;
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        if (a->path[0] != '\0')
+            setenv("LD_PRELOAD", a->path, 1);
+        else
+            unsetenv("LD_PRELOAD");
+        execl("/proc/self/exe", "fastalloc-trace", "replay", "--json", file, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    char buf[1024];
+    size_t len = 0;
+    ssize_t r;
+    while (len < sizeof buf - 1 && (r = read(fds[0], buf + len, sizeof buf - 1 - len)) > 0)
+        len += (size_t)r;
+    buf[len] = '\0';
+    close(fds[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    const char *e = strstr(buf, "\"elapsed_s\": "), *m = strstr(buf, "\"heap_peak_kib\": ");
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || e == NULL || m == NULL)
+        return false;
+    out->s = strtod(e + 13, NULL);
+    out->rss_kib = strtol(m + 17, NULL, 10);
+    return true;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int do_compare(const char *file, int rounds)
+{
+    static struct alloc all[] = {
+        {"glibc", ""},
+        {"fastalloc", ""},
+        {"jemalloc", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"},
+        {"tcmalloc", "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"},
+        {"mimalloc", "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"},
+    };
+    enum { NA = sizeof all / sizeof all[0], MAXR = 99 };
+    bool use[NA];
+    for (int i = 0; i < NA; i++)
+        use[i] = i == 0 || (i == 1 ? find_fastalloc(all[i].path, sizeof all[i].path) : access(all[i].path, R_OK) == 0);
+    static double secs[NA][MAXR], rss[NA][MAXR];
+    if (rounds < 1 || rounds > MAXR)
+        rounds = 3;
+    /* Alternating: round r runs every allocator once before round r + 1. */
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < NA; i++) {
+            if (!use[i])
+                continue;
+            struct run one;
+            if (!replay_once(&all[i], file, &one)) {
+                fprintf(stderr, "fastalloc-trace: %s: the replay under %s failed\n", file, all[i].name);
+                return 1;
+            }
+            secs[i][r] = one.s;
+            rss[i][r] = (double)one.rss_kib / 1024.0;
+        }
+    }
+    double ms[NA], mr[NA], best = 0;
+    for (int i = 0; i < NA; i++) {
+        if (!use[i])
+            continue;
+        ms[i] = median(secs[i], rounds);
+        mr[i] = median(rss[i], rounds);
+        if (best == 0 || ms[i] < best)
+            best = ms[i];
+    }
+    printf("%-10s %12s %12s %10s %10s\n", "allocator", "median s", "heap peak", "vs glibc", "vs best");
+    for (int i = 0; i < NA; i++) {
+        if (!use[i])
+            printf("%-10s %12s\n", all[i].name, "(not installed)");
+        else
+            printf("%-10s %12.4f %8.1f MiB %9.2fx %9.2fx\n", all[i].name, ms[i], mr[i], ms[i] / ms[0], ms[i] / best);
+    }
+    printf("medians of %d alternating replays each; time: the replay's own, without reading the file; heap peak: "
+           "the peak RSS over the tool's own before the calls\n",
+           rounds);
+    return 0;
+}
+
+/* ---- plot ---- */
+
+/* Live bytes over time, as an SVG drawn by gnuplot (as make bench draws
+ * its plots). */
+static int do_plot(struct trace *t, const char *svg)
+{
+    uint64_t *tt = NULL;
+    size_t ntt = 0;
+    struct events v = {NULL, 0, 0};
+    walk(t, collect, &v, &tt, &ntt);
+    free(tt);
+    qsort(v.e, v.n, sizeof *v.e, cmp_event);
+    char data[] = "/tmp/fastalloc-trace-XXXXXX";
+    int fd = mkstemp(data);
+    if (fd < 0) {
+        fprintf(stderr, "fastalloc-trace: cannot write a temporary file: %s\n", strerror(errno));
+        return 1;
+    }
+    FILE *f = fdopen(fd, "w");
+    /* Object sizes by id, and the live total after each record (at most
+     * 4,000 points: every k-th). */
+    uint64_t *size = NULL;
+    size_t nsize = 0;
+    int64_t live = 0;
+    size_t every = v.n / 4000 + 1;
+    for (size_t i = 0; i < v.n; i++) {
+        const struct fa__trace_record *r = &v.e[i].r;
+        if (r->id != 0 && r->id < ((uint64_t)1 << 32)) {
+            size = grow(size, &nsize, (size_t)r->id + 1, sizeof *size);
+            if (r->op == FA_TR_FREE) {
+                live -= (int64_t)size[r->id];
+                size[r->id] = 0;
+            } else {
+                live += (int64_t)r->size - (int64_t)size[r->id];
+                size[r->id] = r->size;
+            }
+        }
+        if (i % every == 0 || i + 1 == v.n)
+            fprintf(f, "%.6f %.6f\n", (double)v.e[i].time / 1e9, (double)live / 1048576.0);
+    }
+    fclose(f);
+    release(size, nsize, sizeof *size);
+    release(v.e, v.cap, sizeof *v.e);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "gnuplot -e \"set terminal svg size 900,500; set output '%s'; "
+                              "set xlabel 'seconds'; set ylabel 'live MiB'; set title 'live bytes'; "
+                              "plot '%s' with lines title 'live'\"",
+             svg, data);
+    int rc = system(cmd);
+    unlink(data);
+    if (rc != 0) {
+        fprintf(stderr, "fastalloc-trace: gnuplot failed (apt-get install gnuplot-nox)\n");
+        return 1;
+    }
+    printf("wrote %s\n", svg);
+    return 0;
+}
+
 static const char usage[] = "usage: fastalloc-trace stat FILE\n"
                             "       fastalloc-trace dump FILE\n"
-                            "       fastalloc-trace replay FILE\n";
+                            "       fastalloc-trace replay [--json] FILE\n"
+                            "       fastalloc-trace compare FILE [ROUNDS]\n"
+                            "       fastalloc-trace plot FILE [OUT.svg]\n";
 
 int main(int argc, char **argv)
 {
+    struct trace t;
+    if (argc >= 3 && strcmp(argv[1], "replay") == 0) {
+        bool json = argc == 4 && strcmp(argv[2], "--json") == 0;
+        if (argc != 3 + json) {
+            fputs(usage, stderr);
+            return 2;
+        }
+        open_trace(&t, argv[2 + json]);
+        return do_replay(&t, json);
+    }
+    if ((argc == 3 || argc == 4) && strcmp(argv[1], "compare") == 0) {
+        open_trace(&t, argv[2]); /* refused here, not in every replay */
+        walk(&t, NULL, NULL, NULL, NULL);
+        return do_compare(argv[2], argc == 4 ? atoi(argv[3]) : 3);
+    }
+    if ((argc == 3 || argc == 4) && strcmp(argv[1], "plot") == 0) {
+        char out[4096];
+        snprintf(out, sizeof out, "%s.svg", argv[2]);
+        open_trace(&t, argv[2]);
+        return do_plot(&t, argc == 4 ? argv[3] : out);
+    }
     if (argc != 3) {
         fputs(usage, stderr);
         return 2;
     }
-    struct trace t;
     if (strcmp(argv[1], "stat") == 0) {
         open_trace(&t, argv[2]);
         return do_stat(&t);
@@ -683,10 +945,6 @@ int main(int argc, char **argv)
         walk(&t, dump_one, NULL, &tt, &ntt);
         free(tt);
         return 0;
-    }
-    if (strcmp(argv[1], "replay") == 0) {
-        open_trace(&t, argv[2]);
-        return do_replay(&t);
     }
     fputs(usage, stderr);
     return 2;
