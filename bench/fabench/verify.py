@@ -331,6 +331,14 @@ def expect_realprog(o: dict, out: dict) -> list[str]:
     return r.problems
 
 
+def expect_replaytrace(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    records = r.checked.get("records")
+    r.equal("ops", records if isinstance(records, int) and records > 0 else -1,
+            "every record of the trace replayed")
+    return r.problems
+
+
 def expect_coding_bench(o: dict, out: dict) -> list[str]:
     r = Report(out)
     r.equal("slots", 8192 + 1024, "8192 binary and 1024 text slots read back")
@@ -376,6 +384,7 @@ EXPECT: dict[str, Callable[[dict, dict], list[str]]] = {
     "threadchurn": expect_threadchurn,
     "reallocgrow": expect_reallocgrow,
     "realprog": expect_realprog,
+    "replaytrace": expect_replaytrace,
     "coding_bench": expect_coding_bench,
     "icount": expect_icount,
 }

@@ -340,6 +340,27 @@ WORKLOADS: list[Workload] = [
              metric="elapsed_s", unit="s", table="real programs", rounds=(0, 1), needs=("gcc",),
              title="gcc -O2 compiles and links a generated C file of 120 functions (cc1, as, collect2, ld)"),
 
+    # -- replay: the same real programs' allocation traces (recorded once with
+    # fastalloc, FASTALLOC_TRACE) replayed by fastalloc-trace under each
+    # allocator: the allocator's own time on the program's calls, without
+    # the program's work around them.
+    Workload("replay-python", "replaytrace",
+             ("--program", "python", "--exe", "{python}", "--script", "{script}", "--n", "{records}"),
+             params={"python": PYTHON, "script": DICTS_SCRIPT, "records": "60k"}, quick={"records": "3k"},
+             metric="elapsed_s", unit="ms", scale=1e3, table="replay",
+             extras=(("heap_peak_kib", "heap peak", "kib"),),
+             title="python3 dicts.py's trace (60,000 records), replayed: one thread"),
+    Workload("replay-sqlite", "replaytrace", ("--program", "sqlite", "--exe", "sqlite3", "--n", "{rows}"),
+             params={"rows": "150k"}, quick={"rows": "5k"},
+             metric="elapsed_s", unit="ms", scale=1e3, table="replay", needs=("sqlite3",),
+             extras=(("heap_peak_kib", "heap peak", "kib"),),
+             title="sqlite3's trace (150,000 rows inserted, indexed, queried), replayed"),
+    Workload("replay-gcc", "replaytrace", ("--program", "gcc", "--exe", "gcc", "--n", "{functions}"),
+             params={"functions": 120}, quick={"functions": 5},
+             metric="elapsed_s", unit="ms", scale=1e3, table="replay", needs=("gcc",),
+             extras=(("heap_peak_kib", "heap peak", "kib"),),
+             title="cc1's trace (gcc -O2 on a file of 120 functions), replayed"),
+
     # -- 7. encode-fixed64 (seed 004): no allocator involved, run once
     Workload("encode-fixed64", "coding_bench", ("--n", "{n}", "--n-text", "{nt}"),
              params={"n": "100M", "nt": "100M"}, quick={"n": "1M", "nt": "1M"},
