@@ -127,6 +127,7 @@ static int case_stat(void)
     const char *cr = strstr(r.out, "frees ");
     CHECK(cr != NULL && sscanf(cr, "frees %lu cross-thread", &cross) == 1 && cross >= T * NX &&
           cross <= T * NX + 8);
+    unlink(trace_path);
     return check_done("test_trace stat");
 }
 
@@ -348,15 +349,64 @@ static int case_tools(void)
     return check_done("test_trace tools");
 }
 
+/* A forked child writes PATH.PID: its own calls, as a trace of its own. */
+static int child_fork(void)
+{
+    void *a = fa_malloc(12345);
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (int i = 0; i < 77; i++)
+            fa_free(fa_malloc(23456));
+        fa_free(a); /* a block the child's trace never saw allocated */
+        exit(0);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    printf("child=%d\n", (int)pid);
+    fa_free(a);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
+
+static int case_fork(void)
+{
+    snprintf(trace_path, sizeof trace_path, "/tmp/fa_trace_%d", (int)getpid());
+    char *argv[] = {(char *)child_self(), "forkchild", NULL};
+    struct child_out r;
+    child_run(&r, trace_env, trace_path, argv);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0 && r.err[0] == '\0', "status %#x: %s", r.status,
+           r.err);
+    int pid = 0;
+    CHECK(sscanf(strstr(r.out, "child=") ? strstr(r.out, "child=") : "", "child=%d", &pid) == 1 && pid > 0);
+    char own[96];
+    snprintf(own, sizeof own, "%s.%d", trace_path, pid);
+    unsigned long a, f;
+    char *pargv[] = {FA_TRACE_TOOL, "stat", trace_path, NULL};
+    child_run(&r, NULL, NULL, pargv);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "%s", r.err);
+    CHECKF(size_row(r.out, 12345, &a, &f) && a == 1 && f == 1 && !size_row(r.out, 23456, &a, &f), "parent:\n%s",
+           r.out);
+    char *cargv[] = {FA_TRACE_TOOL, "stat", own, NULL};
+    child_run(&r, NULL, NULL, cargv);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "child's trace %s: %s", own, r.err);
+    CHECKF(size_row(r.out, 23456, &a, &f) && a == 77 && f == 77 && strstr(r.out, ", 1 of blocks from before") != NULL,
+           "child:\n%s", r.out);
+    unlink(own);
+    unlink(trace_path);
+    return check_done("test_trace fork");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "record") == 0)
         return child_record();
+    if (argc == 2 && strcmp(argv[1], "forkchild") == 0)
+        return child_fork();
     static const struct check_case cases[] = {
         {"stat", case_stat},
         {"damage", case_damage},
         {"replay", case_replay},
         {"tools", case_tools},
+        {"fork", case_fork},
     };
     return check_run_case("test_trace", cases, sizeof cases / sizeof cases[0], argc, argv);
 }

@@ -94,7 +94,10 @@ typedef void (*visit_fn)(const struct event *e, void *arg);
 static void walk(struct trace *t, visit_fn visit, void *arg, uint64_t **thread_time, size_t *nthreads)
 {
     const char *p = t->chunks;
-    uint64_t n = 0, sum = fa__trace_fnv(FA_TRACE_FNV_START, t->base, (size_t)(t->chunks - t->base));
+    /* The pieces the writer hashed: the header to the command line, the
+     * command line, then each chunk's header and its records. */
+    uint64_t n = 0, sum = fa__trace_fnv(FA_TRACE_FNV_START, t->base, (size_t)(t->cmd - t->base));
+    sum = fa__trace_fnv(sum, t->cmd, t->cmd_len);
     for (;;) {
         if (p >= t->end)
             bad(at(t, p), "truncated: the footer is missing");
@@ -113,7 +116,7 @@ static void walk(struct trace *t, visit_fn visit, void *arg, uint64_t **thread_t
             nrec > nbytes)
             bad(at(t, chunk), "corrupt chunk header (thread %" PRIu64 ", %" PRIu64 " records in %" PRIu64 " bytes)",
                 thread, nrec, nbytes);
-        const char *limit = p + nbytes;
+        const char *limit = p + nbytes, *records = p;
         if (thread_time != NULL && thread >= *nthreads) {
             size_t want = (size_t)thread + 64;
             uint64_t *nt = realloc(*thread_time, want * sizeof *nt);
@@ -140,7 +143,8 @@ static void walk(struct trace *t, visit_fn visit, void *arg, uint64_t **thread_t
         }
         if (p != limit)
             bad(at(t, p), "corrupt chunk: %zu bytes after its last record", (size_t)(limit - p));
-        sum = fa__trace_fnv(sum, chunk, (size_t)(p - chunk));
+        sum = fa__trace_fnv(sum, chunk, (size_t)(records - chunk));
+        sum = fa__trace_fnv(sum, records, (size_t)(p - records));
         n += nrec;
     }
     const char *footer = p - 1;
@@ -356,13 +360,16 @@ static void stat_one(const struct event *e, void *arg)
     s->objs = grow(s->objs, &s->nobjs, (size_t)r->id + 1, sizeof *s->objs);
     struct obj *o = &s->objs[r->id];
     if (r->op == FA_TR_FREE) {
-        if (o->born != 0 || o->size != 0) {
-            if (o->thread != e->thread)
-                s->cross_frees++;
-            s->life_hist[log2_bucket(e->time - (o->born < e->time ? o->born : e->time))]++;
-            size_slot(s, o->size)->frees++;
-            add_delta(s, e->time, -(int64_t)o->size, -1);
+        if (o->born == 0) { /* allocated before this trace began (a forked child's) */
+            s->unknown_frees++;
+            return;
         }
+        if (o->thread != e->thread)
+            s->cross_frees++;
+        s->life_hist[log2_bucket(e->time - (o->born < e->time ? o->born : e->time))]++;
+        size_slot(s, o->size)->frees++;
+        add_delta(s, e->time, -(int64_t)o->size, -1);
+        o->born = 0;
         return;
     }
     s->size_hist[log2_bucket(r->size)]++;

@@ -82,7 +82,8 @@ int fa_owns(const void *p)
 {
     if (p == NULL || !__atomic_load_n(&fa__initialized, __ATOMIC_ACQUIRE))
         return 0;
-    if (fa__diag_on() & (FA_DIAG_DEBUG | FA_DIAG_VALGRIND))
+    /* Checked and traced blocks start after a header of their own. */
+    if (fa__diag_on() & (FA_DIAG_DEBUG | FA_DIAG_VALGRIND | FA_DIAG_TRACE))
         return fa__dbg_owns(p);
     uintptr_t a = (uintptr_t)p;
     struct fa__span *s = fa__pm_span(a);

@@ -138,22 +138,48 @@ static struct fa__tcache *cache_new(void)
     return tc;
 }
 
+/* While a diagnostic mode is on (base/diag.h), a thread's cache is hidden
+ * here and fa__tls_cache is the empty stand-in: the fast paths miss on
+ * every call, and the slow paths, which the mode sees, work on this cache
+ * as the fast paths would have (a pop from heads[], a push on an owned
+ * span's freelist), with no lock. */
+static __thread struct fa__tcache *tls_hidden __attribute__((tls_model("initial-exec")));
+
+/* The calling thread's real cache, hidden or not; NULL when it has none. */
+static struct fa__tcache *current(void)
+{
+    struct fa__tcache *tc = fa__tls_cache;
+    return tc->kind == FA_TC_REAL ? tc : tls_hidden;
+}
+
 /* The calling thread's real cache, created on first use; NULL when it cannot
- * have one (exiting, or no memory for the cache itself). */
+ * have one (exiting, or no memory for the cache itself).  Hidden while a
+ * diagnostic mode is on, shown again once it is off. */
 static struct fa__tcache *my_cache(void)
 {
     struct fa__tcache *tc = fa__tls_cache;
     if (FA_LIKELY(tc->kind == FA_TC_REAL))
         return tc;
-    /* Debug mode keeps every thread off the fast paths (debug/debug.h). */
-    if (tc->kind == FA_TC_DEAD || fa__diag_on())
+    if (tc->kind == FA_TC_DEAD)
         return NULL;
+    bool diag = fa__diag_on() != 0;
+    if (tls_hidden != NULL) {
+        tc = tls_hidden;
+        if (!diag) { /* the mode went off: the fast paths again */
+            tls_hidden = NULL;
+            fa__tls_cache = tc;
+        }
+        return tc;
+    }
     tc = cache_new();
     if (tc == NULL)
         return NULL;
-    /* Publish before pthread_setspecific: if it allocates, the nested call
-     * finds the cache ready instead of recursing. */
-    fa__tls_cache = tc;
+    /* Published before pthread_setspecific: if it allocates, the nested
+     * call finds the cache ready instead of recursing. */
+    if (diag)
+        tls_hidden = tc;
+    else
+        fa__tls_cache = tc;
     pthread_setspecific(exit_key, tc);
     return tc;
 }
@@ -237,8 +263,8 @@ static void large_drop_all(struct fa__tcache *tc)
 
 void *fa__tc_large_alloc(size_t size)
 {
-    struct fa__tcache *tc = fa__tls_cache;
-    if (tc->nlarge == 0) /* the stand-ins never hold one */
+    struct fa__tcache *tc = current();
+    if (tc == NULL || tc->nlarge == 0)
         return NULL;
     size_t npages = (size + FA_PAGE_SIZE - 1) >> FA_PAGE_SHIFT;
     /* The newest block that fits with at most 1/8 to spare. */
@@ -795,6 +821,16 @@ void fa__tc_free_slow(void *p)
         push_remote(NULL, s, p, p, 1);
         return;
     }
+    /* A block of the thread's own span, its cache hidden by a diagnostic
+     * mode: what the fast path does (the free counts when the list is
+     * taken back, as there). */
+    if (FA_UNLIKELY(tc == tls_hidden) &&
+        __atomic_load_n(&fa__pm_leaf_of(a)->owner[fa__pm_index(a)], __ATOMIC_RELAXED) == tc) {
+        fa__fl_push(&s->freelist, p);
+        if (--s->used == 0)
+            keep(tc, s);
+        return;
+    }
     FA_COUNT_ADD(tc->n.frees[s->cls], 1);
     /* Remote frees gather in the outbox, one span per class (snmalloc
      * batches its remote frees the same way): one compare-and-swap per
@@ -850,8 +886,8 @@ static void flush(struct fa__tcache *tc)
 
 void fa__tc_flush_mine(void)
 {
-    struct fa__tcache *tc = fa__tls_cache;
-    if (tc->kind == FA_TC_REAL)
+    struct fa__tcache *tc = current();
+    if (tc != NULL)
         flush(tc);
     flush_dormant(false);
 }
@@ -905,6 +941,7 @@ static void thread_exit(void *arg)
     struct fa__tcache *tc = arg;
     /* Later destructors may still allocate: they go to the central cache. */
     fa__tls_cache = &tc_dead;
+    tls_hidden = NULL;
     bool replaced = __atomic_add_fetch(&exits_since_birth, 1, __ATOMIC_RELAXED) <= EXITS_REPLACED;
     /* A thread that others replace leaves its spans to the next one: only
      * its remote frees go out, its large blocks back, and its claim (a
@@ -940,8 +977,8 @@ static void thread_exit(void *arg)
 
 void fa__tc_count_large(bool alloc, size_t bytes)
 {
-    struct fa__tcache *tc = fa__tls_cache;
-    if (tc->kind == FA_TC_REAL) {
+    struct fa__tcache *tc = current();
+    if (tc != NULL) {
         FA_COUNT_ADD(*(alloc ? &tc->n.large_allocs : &tc->n.large_frees), 1);
         FA_COUNT_ADD(*(alloc ? &tc->n.large_alloc_bytes : &tc->n.large_free_bytes), bytes);
         return;
@@ -953,8 +990,8 @@ void fa__tc_count_large(bool alloc, size_t bytes)
 void fa__tc_sum_counts(struct fa__tc_counts *out)
 {
     /* The caller's own frees, exact: count those still on its spans. */
-    struct fa__tcache *me = fa__tls_cache;
-    if (me->kind == FA_TC_REAL)
+    struct fa__tcache *me = current();
+    if (me != NULL)
         fold_all(me);
     fa__lock(&registry_lock);
     for (unsigned c = 0; c < FA_NUM_CLASSES; c++) {
@@ -983,22 +1020,12 @@ void fa__tc_sum_counts(struct fa__tc_counts *out)
 void fa__tc_leave(void)
 {
     struct fa__tcache *tc = fa__tls_cache;
-    if (tc->kind != FA_TC_REAL)
+    if (FA_LIKELY(tc->kind != FA_TC_REAL))
         return;
-    /* As a thread that exits and that nothing replaces, but the thread
-     * goes on: on the empty stand-in, so that it gets a cache again once
-     * the diagnostic mode is off. */
-    pthread_setspecific(exit_key, NULL);
+    /* Hidden: the fast paths miss from now on; heads[] and the spans stay
+     * the thread's, used by the slow paths (my_cache). */
+    tls_hidden = tc;
     fa__tls_cache = &tc_empty;
-    flush(tc);
-    __atomic_sub_fetch(&live_caches, 1, __ATOMIC_RELAXED);
-    fa__lock(&registry_lock);
-    retire_counts(tc);
-    tc->prev->next = tc->next;
-    tc->next->prev = tc->prev;
-    tc->next = spare_caches;
-    spare_caches = tc;
-    fa__unlock(&registry_lock);
 }
 
 size_t fa__tc_cached_bytes(void)

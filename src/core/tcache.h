@@ -153,9 +153,10 @@ unsigned fa__tc_live_threads(void) FA_HIDDEN;
  * alignment) from the calling thread's cache, or NULL. */
 void *fa__tc_large_alloc(size_t size) FA_HIDDEN;
 
-/* The calling thread gives its cache up and runs on none (its calls go to
- * the central cache), until a slow path gives it a new one: a diagnostic
- * mode switched on while it ran (src/base/diag.h). */
+/* A diagnostic mode is on (src/base/diag.h): the calling thread's cache,
+ * if it has one, is hidden from the fast paths, which then miss on every
+ * call; the slow paths go on using it (and show it again once the mode is
+ * off).  Cheap when there is nothing to hide. */
 void fa__tc_leave(void) FA_HIDDEN;
 
 /* Give back everything the calling thread caches (fa_trim). */

@@ -250,7 +250,14 @@ static bool fill_freed(void)
  * layer counts its own. */
 static void *large_alloc(size_t size, size_t align, bool zero)
 {
-    void *p = fa__large_alloc(size, align, zero);
+    /* A large block this thread freed lately, as the api layer takes one. */
+    void *p = size <= FA_TC_LARGE_MAX && align <= FA_PAGE_SIZE ? fa__tc_large_alloc(size) : NULL;
+    if (p != NULL) {
+        if (zero)
+            memset(p, 0, size);
+        return p;
+    }
+    p = fa__large_alloc(size, align, zero);
     if (p != NULL)
         fa__tc_count_large(true, fa__large_size(fa__pm_span((uintptr_t)p)));
     return p;
@@ -682,23 +689,95 @@ static void *plain_alloc(size_t size, size_t align, bool zero)
     return p;
 }
 
-static void *mode_alloc(size_t size, size_t align, bool zero)
-{
-    return checked() ? checked_alloc(size, align, zero) : plain_alloc(size, align, zero);
-}
-
 static bool tracing(void)
 {
     return fa__diag_on() & FA_DIAG_TRACE;
 }
 
+/* Recording without checked blocks: each block has a trace header
+ * (trace/trace.h) before it, and alignment room when asked for. */
+static bool traced(void)
+{
+    return (fa__diag_on() & (FA_DIAG_TRACE | FA_DIAG_DEBUG | FA_DIAG_VALGRIND)) == FA_DIAG_TRACE;
+}
+
+static void *traced_alloc(size_t size, size_t align, bool zero, struct fa__trace_hdr **hp)
+{
+    if (align < FA_MIN_ALIGN)
+        align = FA_MIN_ALIGN;
+    size_t room = align > FA_MIN_ALIGN ? align : 0, total;
+    if (__builtin_add_overflow(size, FA_TRACE_HDR + room, &total) || total > FA_MAX_REQUEST) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *b = plain_alloc(total, 0, false);
+    if (b == NULL)
+        return NULL;
+    uintptr_t user = ((uintptr_t)b + FA_TRACE_HDR + align - 1) & ~(uintptr_t)(align - 1);
+    struct fa__trace_hdr *h = (struct fa__trace_hdr *)(user - FA_TRACE_HDR);
+    h->off = (uint32_t)((uintptr_t)h - (uintptr_t)b);
+    if (zero)
+        memset((void *)user, 0, size);
+    *hp = h;
+    return (void *)user;
+}
+
+/* The trace header of the block p, or NULL when p is not the start of a
+ * traced block. */
+static struct fa__trace_hdr *traced_hdr(const void *p)
+{
+    uintptr_t a = (uintptr_t)p, base;
+    size_t usable;
+    if (a % FA_MIN_ALIGN != 0 || !block_of(a - FA_TRACE_HDR, &base, &usable))
+        return NULL;
+    struct fa__trace_hdr *h = (struct fa__trace_hdr *)(a - FA_TRACE_HDR);
+    return base + h->off == (uintptr_t)h ? h : NULL;
+}
+
+/* The underlying block of p, a traced block; a bad pointer stops the
+ * program as it does outside the modes. */
+static struct fa__trace_hdr *traced_hdr_or_die(void *p, const char *who)
+{
+    struct fa__trace_hdr *h = traced_hdr(p);
+    if (h == NULL) {
+        plain_usable(p, who); /* stops the program on a bad pointer */
+        fa__fatal("fastalloc: %s(): %p is not a block fastalloc returned", who, p);
+    }
+    return h;
+}
+
+static size_t traced_usable(void *p, const char *who)
+{
+    struct fa__trace_hdr *h = traced_hdr_or_die(p, who);
+    void *base = (char *)h - h->off;
+    return plain_usable(base, who) - ((uintptr_t)p - (uintptr_t)base);
+}
+
+static void *mode_alloc(size_t size, size_t align, bool zero)
+{
+    return checked() ? checked_alloc(size, align, zero) : plain_alloc(size, align, zero);
+}
+
+static unsigned trace_op(size_t align, bool zero)
+{
+    return zero ? FA_TR_CALLOC : align > FA_MIN_ALIGN ? FA_TR_ALIGNED : FA_TR_MALLOC;
+}
+
 void *fa__dbg_alloc(size_t size, size_t align, bool zero)
 {
     fa__decay_maybe();
+    if (traced()) {
+        struct fa__trace_hdr *h;
+        void *p = traced_alloc(size, align, zero, &h);
+        if (p != NULL)
+            fa__trace_alloc_hdr(trace_op(align, zero), h, size, align);
+        hook_alloc(p, size);
+        return p;
+    }
     void *p = mode_alloc(size, align, zero);
     hook_alloc(p, size);
     if (tracing())
-        fa__trace_alloc(zero ? FA_TR_CALLOC : align > FA_MIN_ALIGN ? FA_TR_ALIGNED : FA_TR_MALLOC, p, size, align);
+        fa__trace_alloc(trace_op(align, zero), p, size, align);
     return p;
 }
 
@@ -706,6 +785,16 @@ void fa__dbg_free(void *p)
 {
     if (p == NULL)
         return;
+    if (traced()) {
+        /* As outside the modes, a free trusts its pointer (the block's own
+         * checks stop a bad large one). */
+        struct fa__trace_hdr *h = (struct fa__trace_hdr *)((char *)p - FA_TRACE_HDR);
+        if (FA_UNLIKELY(fa__diag_on() & FA_DIAG_HOOKS))
+            hook_free(p, traced_usable(p, "free"));
+        fa__trace_free_hdr(h);
+        fa__tc_free_slow((char *)h - h->off);
+        return;
+    }
     if (checked()) {
         struct dbg_hdr *h = check_ptr(p, "free");
         if (h != NULL) {
@@ -730,6 +819,20 @@ void *fa__dbg_realloc(void *p, size_t size)
         fa__dbg_free(p);
         return NULL;
     }
+    fa__decay_maybe();
+    if (traced()) {
+        struct fa__trace_hdr *oh = traced_hdr_or_die(p, "realloc"), *nh;
+        size_t old = traced_usable(p, "realloc");
+        void *n = traced_alloc(size, 0, false, &nh);
+        if (n == NULL)
+            return NULL; /* p stays valid */
+        memcpy(n, p, old < size ? old : size);
+        hook_alloc(n, size);
+        hook_free(p, old);
+        fa__trace_realloc_hdr(oh, nh, size);
+        fa__tc_free_slow((char *)oh - oh->off);
+        return n;
+    }
     size_t old;
     if (checked()) {
         struct dbg_hdr *h = check_ptr(p, "realloc");
@@ -742,7 +845,6 @@ void *fa__dbg_realloc(void *p, size_t size)
     } else {
         old = plain_usable(p, "realloc");
     }
-    fa__decay_maybe();
     void *n = mode_alloc(size, 0, false);
     if (n == NULL)
         return NULL; /* p stays valid */
@@ -764,11 +866,15 @@ size_t fa__dbg_usable(void *p)
 {
     if (p == NULL)
         return 0;
+    if (traced())
+        return traced_usable(p, "malloc_usable_size");
     return checked() ? checked_usable(p) : plain_usable(p, "malloc_usable_size");
 }
 
 int fa__dbg_owns(const void *p)
 {
+    if (traced())
+        return traced_hdr(p) != NULL;
     return checked_owns(p);
 }
 

@@ -17,8 +17,9 @@
  *            the records
  *   footer   'E'                                 1 byte
  *            records                             varint (in all chunks)
- *            checksum                            fixed64 (FNV-1a 64 of every byte from
- *                                                the header's first to the footer's 'E')
+ *            checksum                            fixed64 (fa__trace_fnv of every byte
+ *                                                from the header's first to the
+ *                                                footer's 'E', piece by piece)
  *            "FAEND" NUL NUL NUL                 8 bytes
  *
  * A record:
@@ -63,13 +64,20 @@ enum {
 /* The most bytes one record takes. */
 #define FA_TRACE_RECORD_MAX (1 + 5 * FA_VARINT64_MAX)
 
-/* FNV-1a, 64 bits: the footer's checksum, over the chunks' bytes. */
+/* The footer's checksum: FNV-1a's step, 64 bits, taken over 8-byte
+ * little-endian words and then the last bytes one at a time, of each piece
+ * the writer writes: the header's fixed part and varint, the command line,
+ * and each chunk's header and records (the reader hashes the same pieces).
+ * A word at a time: a byte at a time cost recording 5% of a python run. */
 #define FA_TRACE_FNV_START 0xcbf29ce484222325ULL
 static inline uint64_t fa__trace_fnv(uint64_t h, const void *p, size_t n)
 {
-    const unsigned char *c = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ c[i]) * 0x100000001b3ULL;
+    const char *c = p;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        h = (h ^ fa__decode_fixed64(c + i)) * 0x100000001b3ULL;
+    for (; i < n; i++)
+        h = (h ^ (unsigned char)c[i]) * 0x100000001b3ULL;
     return h;
 }
 

@@ -21,6 +21,23 @@ void fa__trace_alloc(unsigned op, void *p, size_t size, size_t align) FA_HIDDEN;
 void fa__trace_free(void *p) FA_HIDDEN;
 void fa__trace_realloc(void *old, void *p, size_t size) FA_HIDDEN;
 
+/* Recording alone (no checked blocks: debug mode, memcheck), a block
+ * carries its object id in a header just before it (debug/debug.c lays it
+ * out): a free finds the id there instead of in an address map, which
+ * cost recording a cache miss and a lock at each end of a block's life.
+ * off: from the underlying block's start to the header. */
+struct fa__trace_hdr {
+    uint64_t id;
+    uint32_t step;
+    uint32_t off;
+};
+#define FA_TRACE_HDR ((size_t)sizeof(struct fa__trace_hdr))
+
+/* The same three events for blocks with that header. */
+void fa__trace_alloc_hdr(unsigned op, struct fa__trace_hdr *h, size_t size, size_t align) FA_HIDDEN;
+void fa__trace_free_hdr(const struct fa__trace_hdr *h) FA_HIDDEN;
+void fa__trace_realloc_hdr(const struct fa__trace_hdr *old, struct fa__trace_hdr *h, size_t size) FA_HIDDEN;
+
 /* For fork: the child writes a file of its own (path.PID). */
 void fa__trace_fork_prepare(void) FA_HIDDEN;
 void fa__trace_fork_parent(void) FA_HIDDEN;
