@@ -7,8 +7,9 @@
  * base is the block the page heap or a central span gave; hdr->off says
  * where the header sits in it.  The canary runs from the program's last byte
  * to the block's end, at most CANARY_MAX bytes, and is never shorter than
- * CANARY_MIN.  Blocks come from the central cache and the page heap with no
- * thread cache, and go back only when they leave the quarantine. */
+ * CANARY_MIN.  Blocks come from the thread's cache, hidden from the fast
+ * paths while the mode is on, and go back only when they leave the
+ * quarantine. */
 #define _GNU_SOURCE
 #include "debug/debug.h"
 #include "fastalloc.h"

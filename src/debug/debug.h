@@ -5,9 +5,10 @@
  * with backtraces, then abort (or go on, FASTALLOC_DEBUG_CONTINUE=1); live
  * blocks are reported at exit, grouped by where they were allocated.
  *
- * Outside debug mode none of this runs: a thread in debug mode never gets a
- * thread cache (core/tcache.c), so its every malloc and free leaves the fast
- * path through the one branch that already exists, and the api layer sends
+ * Outside debug mode none of this runs.  In it (and in the other
+ * diagnostic modes: memcheck, hooks, traces), a thread's cache is hidden
+ * from the fast paths (core/tcache.c), so its every malloc and free leaves
+ * them through the one branch that already exists, and the api layer sends
  * it here. */
 #ifndef FA_DEBUG_DEBUG_H
 #define FA_DEBUG_DEBUG_H
