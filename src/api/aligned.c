@@ -5,7 +5,6 @@
 #include "api/fastpath.h"
 #include "api/override.h"
 #include "base/diag.h"
-#include "debug/debug.h"
 #include "init/init.h"
 
 #include <errno.h>
@@ -25,10 +24,8 @@ static void *alloc_aligned(size_t align, size_t size)
         return NULL;
     }
     fa__ensure_init();
-    if (FA_UNLIKELY(fa__diag_on())) {
-        fa__tc_leave();
-        return fa__dbg_alloc(size, align, false);
-    }
+    if (FA_UNLIKELY(fa__diag_on()))
+        return fa__api_alloc_diag(size, align, false);
     unsigned cls = fa__class_for_aligned(size, align);
     if (cls != 0)
         return fa__do_malloc(fa__classes[cls].size);

@@ -16,22 +16,19 @@
 static FA_NOINLINE void *alloc_slower(size_t size)
 {
     fa__ensure_init();
-    if (FA_UNLIKELY(fa__diag_on())) {
-        fa__tc_leave(); /* a thread that had a cache before the mode */
-        return fa__dbg_alloc(size, 0, false);
-    }
+    if (FA_UNLIKELY(fa__diag_on()))
+        return fa__api_alloc_diag(size, 0, false);
     void *p = fa__tc_alloc_slow(size);
     if (p != NULL)
         fa__fl_unpoison(p, fa__classes[fa__size_to_class(size)].size);
     return p;
 }
 
-/* calloc under a diagnostic mode. */
-static FA_NOINLINE void *alloc_zeroed_slow(size_t size)
+void *fa__api_alloc_diag(size_t size, size_t align, bool zero)
 {
     fa__ensure_init();
-    fa__tc_leave();
-    return fa__dbg_alloc(size, 0, true);
+    fa__tc_leave(); /* a thread whose cache was in view when the mode came on */
+    return fa__dbg_alloc(size, align, zero);
 }
 
 void *fa__api_alloc_slow(size_t size, unsigned cls)
@@ -51,10 +48,8 @@ void *fa__api_alloc_slow(size_t size, unsigned cls)
 void *fa__api_alloc_large(size_t size, size_t align, bool zero)
 {
     fa__ensure_init();
-    if (FA_UNLIKELY(fa__diag_on())) {
-        fa__tc_leave();
-        return fa__dbg_alloc(size, align, zero);
-    }
+    if (FA_UNLIKELY(fa__diag_on()))
+        return fa__api_alloc_diag(size, align, zero);
     /* A large block this thread freed lately, warm in its core's cache. */
     if (size <= FA_TC_LARGE_MAX && align <= FA_PAGE_SIZE) {
         void *p = fa__tc_large_alloc(size);
@@ -85,7 +80,7 @@ void *fa_calloc(size_t n, size_t size)
     if (total > FA_MAX_SMALL)
         return fa__api_alloc_large(total, 0, true);
     if (FA_UNLIKELY(fa__diag_on())) /* a trace records it as a calloc */
-        return alloc_zeroed_slow(total);
+        return fa__api_alloc_diag(total, 0, true);
     void *p = fa__do_malloc(total);
     if (FA_LIKELY(p != NULL))
         memset(p, 0, total);

@@ -21,10 +21,13 @@
 FA_NOINLINE void *fa__api_alloc_slow(size_t size, unsigned cls) FA_HIDDEN;
 FA_NOINLINE void *fa__api_alloc_large(size_t size, size_t align, bool zero) FA_HIDDEN;
 /* Free's slow paths (free.c): a block in no page-map leaf (a large block,
- * NULL, a foreign pointer), and one the thread does not own.  Debug mode
- * takes both. */
+ * NULL, a foreign pointer), and one the thread does not own.  A diagnostic
+ * mode takes both. */
 FA_NOINLINE void fa__api_free_unmapped(void *p) FA_HIDDEN;
 FA_NOINLINE void fa__api_free_slow(void *p) FA_HIDDEN;
+/* An allocation while a diagnostic mode is on (alloc.c): the calling
+ * thread's cache hidden first, then the mode's own path (debug/debug.h). */
+FA_NOINLINE void *fa__api_alloc_diag(size_t size, size_t align, bool zero) FA_HIDDEN;
 
 /* malloc's count of the block it hands out: one add to memory.  gcc, left
  * to itself, puts &heads[cls] in a register to share it with the counter,
