@@ -38,10 +38,8 @@ static size_t round_up(size_t n, size_t a)
  * 256 KiB), and whole 8 KiB pages above that. */
 static size_t expected_usable(size_t n)
 {
-    if (n <= 8)
-        return 8;
     if (n <= 128)
-        return round_up(n, 16);
+        return n == 0 ? 16 : round_up(n, 16);
     if (n <= MAX_SMALL) {
         size_t base = 128;
         while (base * 2 < n)

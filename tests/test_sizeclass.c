@@ -20,12 +20,11 @@ int main(void)
     /* Initialise the allocator the ordinary way. */
     fa_free(fa_malloc(1));
 
-    /* ---- the classes: 8, then 16..128 by 16, then 8 per doubling */
-    CHECK(FA_NUM_CLASSES == 98);
-    CHECK(csize(1) == 8);
-    for (unsigned c = 2; c <= 9; c++)
-        CHECKF(csize(c) == 16 * (c - 1), "class %u is %zu", c, csize(c));
-    unsigned c = 10;
+    /* ---- the classes: 16..128 by 16, then 8 per doubling */
+    CHECK(FA_NUM_CLASSES == 97);
+    for (unsigned c = 1; c <= 8; c++)
+        CHECKF(csize(c) == 16 * c, "class %u is %zu", c, csize(c));
+    unsigned c = 9;
     for (size_t base = 128; base < FA_MAX_SMALL; base *= 2)
         for (size_t k = 1; k <= 8; k++, c++)
             CHECKF(csize(c) == base + k * base / 8, "class %u is %zu, want %zu", c, csize(c),
@@ -76,8 +75,8 @@ int main(void)
         prev = k;
     }
     CHECK(fa__size_to_class(0) == 1);
-    CHECK(fa__size_to_class(8) == 1);
-    CHECK(fa__size_to_class(9) == 2);
+    CHECK(fa__size_to_class(16) == 1);
+    CHECK(fa__size_to_class(17) == 2);
     CHECK(fa__size_to_class(FA_MAX_SMALL) == FA_NUM_CLASSES - 1);
 
     /* ---- what malloc hands out agrees with the table */

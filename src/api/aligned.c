@@ -13,12 +13,8 @@
 /* align is a power of two. */
 static void *alloc_aligned(size_t align, size_t size)
 {
-    if (align <= FA_MIN_ALIGN) {
-        /* Class 8 blocks are only 8-aligned; every other class is 16. */
-        if (align == FA_MIN_ALIGN && size < FA_MIN_ALIGN)
-            size = FA_MIN_ALIGN;
+    if (align <= FA_MIN_ALIGN) /* every block is */
         return fa__do_malloc(size);
-    }
     if (FA_UNLIKELY(size > FA_MAX_REQUEST)) {
         errno = ENOMEM;
         return NULL;

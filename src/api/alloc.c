@@ -20,7 +20,7 @@ static FA_NOINLINE void *alloc_slower(size_t size)
         return fa__api_alloc_diag(size, 0, false);
     void *p = fa__tc_alloc_slow(size);
     if (p != NULL)
-        fa__fl_unpoison(p, fa__classes[fa__size_to_class(size)].size);
+        fa__fl_hand_out(p, fa__classes[fa__size_to_class(size)].size);
     return p;
 }
 
@@ -39,7 +39,7 @@ void *fa__api_alloc_slow(size_t size, unsigned cls)
     /* Class 0 (before start-up) has no current span. */
     void *p = fa__tc_refill(cls);
     if (FA_LIKELY(p != NULL)) {
-        fa__fl_unpoison(p, fa__classes[cls].size);
+        fa__fl_hand_out(p, fa__classes[cls].size);
         return p;
     }
     return alloc_slower(size);

@@ -25,6 +25,11 @@ FA_NOINLINE void *fa__api_alloc_large(size_t size, size_t align, bool zero) FA_H
  * mode takes both. */
 FA_NOINLINE void fa__api_free_unmapped(void *p) FA_HIDDEN;
 FA_NOINLINE void fa__api_free_slow(void *p) FA_HIDDEN;
+/* A pointer that is not 16-byte aligned (no block's start), and a block of
+ * the thread's own span that already carries the free mark: a second free,
+ * unless the slow path finds the block on no free list (core/freelist.h). */
+FA_NOINLINE void fa__api_free_misaligned(void *p) FA_HIDDEN;
+FA_NOINLINE void fa__api_free_marked(void *p) FA_HIDDEN;
 /* An allocation while a diagnostic mode is on (alloc.c): the calling
  * thread's cache hidden first, then the mode's own path (debug/debug.h). */
 FA_NOINLINE void *fa__api_alloc_diag(size_t size, size_t align, bool zero) FA_HIDDEN;
@@ -44,9 +49,9 @@ FA_NOINLINE void *fa__api_alloc_diag(size_t size, size_t align, bool zero) FA_HI
 
 FA_INLINE void *fa__do_malloc(size_t size)
 {
-    unsigned cls;
+    size_t cls; /* the table's byte, zero-extended: indexes heads[] as it is */
     if (FA_LIKELY(size <= FA_SMALL_TABLE_MAX))
-        cls = fa__class_small[(size + 7) >> 3];
+        cls = fa__class_small[size];
     else if (FA_LIKELY(size <= FA_MAX_SMALL))
         cls = fa__class_large[(size + 127) >> 7];
     else
@@ -57,7 +62,7 @@ FA_INLINE void *fa__do_malloc(size_t size)
         return fa__api_alloc_slow(size, cls);
     tc->heads[cls] = fa__fl_next(p);
     FA_COUNT_ALLOC(tc, cls);
-    fa__fl_unpoison(p, fa__classes[cls].size);
+    fa__fl_hand_out(p, fa__classes[cls].size);
     return p;
 }
 
@@ -66,10 +71,17 @@ FA_INLINE void *fa__do_malloc(size_t size)
  * thread's span, no span nobody owns, a large block, no cache yet, NULL)
  * leaves through that one test.  used counts the span's blocks that are not
  * on its freelist: when it reaches 0, every block is free and the slow path
- * decides whether the thread keeps the span. */
+ * decides whether the thread keeps the span.
+ * Two checks come first: a pointer that is no block's start by its low
+ * bits, and a block already marked free, each a test and a branch (SECURITY.md
+ * says what they catch). */
 FA_INLINE void fa__do_free(void *p)
 {
     uintptr_t a = (uintptr_t)p;
+    if (FA_UNLIKELY(a % FA_MIN_ALIGN != 0)) {
+        fa__api_free_misaligned(p);
+        return;
+    }
     struct fa__pm_leaf *leaf = fa__pm_leaf_of(a);
     if (FA_UNLIKELY(leaf == NULL)) {
         fa__api_free_unmapped(p);
@@ -81,7 +93,12 @@ FA_INLINE void fa__do_free(void *p)
         return;
     }
     struct fa__span *s = leaf->span[i];
+    if (FA_UNLIKELY(fa__fl_marked(p, s))) {
+        fa__api_free_marked(p);
+        return;
+    }
     fa__fl_push(&s->freelist, p);
+    fa__fl_mark(p, s);
     fa__fl_poison(p, fa__classes[s->cls].size);
     if (FA_UNLIKELY(--s->used == 0))
         fa__tc_span_empty(s);

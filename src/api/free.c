@@ -13,6 +13,20 @@ void fa__api_free_unmapped(void *p)
         fa__large_free(p);
 }
 
+void fa__api_free_misaligned(void *p)
+{
+    if (FA_UNLIKELY(fa__diag_on()))
+        fa__dbg_free(p);
+    else
+        fa__fatal("fastalloc: free(): invalid pointer %p (not 16-byte aligned, so no block's start)", p);
+}
+
+void fa__api_free_marked(void *p)
+{
+    fa__tc_free_marked(p);
+    fa__fl_poison(p, fa__classes[fa__pm_class((uintptr_t)p)].size);
+}
+
 void fa__api_free_slow(void *p)
 {
     if (FA_UNLIKELY(fa__diag_on())) {

@@ -6,6 +6,7 @@
  * reason).  A span whose blocks have all come back goes to the page heap at
  * once. */
 #include "core/central.h"
+#include "base/diag.h"
 #include "core/freelist.h"
 #include "core/pageheap.h"
 #include "core/pagemap.h"
@@ -69,7 +70,13 @@ unsigned fa__span_absorb(struct fa__span *s, void *head)
     void *last = head;
     for (void *b = fa__fl_next(head); b != NULL; b = fa__fl_next(b)) {
         last = b;
-        n++;
+        /* used counts every block on xfree: a longer list holds a block
+         * twice (two frees from other threads, the first already pushed)
+         * or loops back on itself. */
+        if (++n > s->used)
+            fa__fatal("fastalloc: free(): double free among the %u-byte blocks freed by other threads "
+                      "near %p",
+                      fa__classes[s->cls].size, last);
     }
     fa__fl_set_next(last, s->freelist);
     s->freelist = head;

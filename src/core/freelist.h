@@ -8,7 +8,15 @@
  * changes this file and nothing else.  Today a link is the plain address
  * of the next free block, NULL at the end, and each function compiles to
  * the one load or store it names; the fast paths' instruction counts
- * depend on that (tools/icount.sh). */
+ * depend on that (tools/icount.sh).
+ *
+ * A free block's second word is its free mark: the address of its span's
+ * record, written by every free and cleared by every hand-out.  A free
+ * that finds the mark already there is a double free, or else (the mark
+ * is an address the program never sees) a block whose bytes were copied
+ * from a freed one: the slow path tells the two apart by looking for the
+ * block on the lists that hold free blocks (glibc's tcache key works the
+ * same way).  Blocks are 16 bytes or more, so every block has the word. */
 #ifndef FA_CORE_FREELIST_H
 #define FA_CORE_FREELIST_H
 
@@ -37,20 +45,33 @@ FA_INLINE void fa__fl_check_push(void *const *head, const void *b)
     (void)b;
 }
 
-/* A block of size bytes goes free: all but its link is poisoned in an
- * AddressSanitizer build (base/asan.h); nothing elsewhere. */
+/* Mark b, a block of the span whose record is at key, free. */
+FA_INLINE void fa__fl_mark(void *b, const void *key)
+{
+    ((const void **)b)[1] = key;
+}
+
+/* Whether b carries key's free mark. */
+FA_INLINE bool fa__fl_marked(const void *b, const void *key)
+{
+    return ((const void *const *)b)[1] == key;
+}
+
+/* A block of size bytes goes free: all but its link and its mark is
+ * poisoned in an AddressSanitizer build (base/asan.h); nothing elsewhere. */
 FA_INLINE void fa__fl_poison(void *b, size_t size)
 {
-    FA_POISON((char *)b + sizeof(void *), size - sizeof(void *));
+    FA_POISON((char *)b + 2 * sizeof(void *), size - 2 * sizeof(void *));
     (void)b;
     (void)size;
 }
 
-/* A block of size bytes is handed out: the program may touch all of it. */
-FA_INLINE void fa__fl_unpoison(void *b, size_t size)
+/* A block of size bytes is handed out: its mark cleared, and the program
+ * may touch all of it. */
+FA_INLINE void fa__fl_hand_out(void *b, size_t size)
 {
     FA_UNPOISON(b, size);
-    (void)b;
+    ((void **)b)[1] = NULL;
     (void)size;
 }
 

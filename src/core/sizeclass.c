@@ -4,7 +4,7 @@
 #include "core/sizeclass.h"
 #include "base/diag.h"
 
-uint8_t fa__class_small[FA_SMALL_TABLE_MAX / 8 + 1];
+uint8_t fa__class_small[FA_SMALL_TABLE_MAX + 1];
 uint8_t fa__class_large[FA_MAX_SMALL / 128 + 1];
 struct fa__class_info fa__classes[FA_NUM_CLASSES];
 
@@ -49,7 +49,6 @@ static void fill_class(unsigned c, uint32_t size)
 void fa__sizeclass_init(void)
 {
     unsigned c = 1;
-    fill_class(c++, 8);
     for (uint32_t s = 16; s <= 128; s += 16)
         fill_class(c++, s);
     for (uint32_t base = 128; base < FA_MAX_SMALL; base *= 2)
@@ -60,11 +59,10 @@ void fa__sizeclass_init(void)
                   (unsigned)FA_NUM_CLASSES);
 
     unsigned k = 1;
-    for (size_t i = 0; i <= FA_SMALL_TABLE_MAX / 8; i++) {
-        size_t size = i * 8;
+    for (size_t size = 0; size <= FA_SMALL_TABLE_MAX; size++) {
         while (fa__classes[k].size < size)
             k++;
-        fa__class_small[i] = (uint8_t)k;
+        fa__class_small[size] = (uint8_t)k;
     }
     k = 1;
     for (size_t i = 0; i <= FA_MAX_SMALL / 128; i++) {

@@ -806,6 +806,66 @@ static void out_flush_all(struct fa__tcache *tc)
     tc->out_bytes = 0;
 }
 
+/* ---- double frees ---- */
+
+/* Whether p is on the list from head, which holds at most bound blocks: a
+ * longer one has been corrupted, most likely by a double free that got past
+ * these checks (one whose first free sat in another thread's outbox). */
+static bool list_has(void *head, const void *p, uint32_t bound, uint32_t size)
+{
+    for (void *b = head; b != NULL; b = fa__fl_next(b)) {
+        if (b == p)
+            return true;
+        if (bound-- == 0)
+            fa__fatal("fastalloc: free(): the free list of %u-byte blocks that should hold %p is corrupt "
+                      "(a double free or a write after free)",
+                      size, p);
+    }
+    return false;
+}
+
+/* Whether p, a block of s that carries s's free mark, is free.  Looked
+ * for where the calling thread may read: its own heads[] and outbox (tc,
+ * its real cache, hidden or not; NULL if it has none), and for a span it
+ * owns, the span's freelist and the remote frees on its xfree, which only
+ * the owner takes.  A block that is not found had its mark copied from a
+ * freed block: it is live. */
+static bool seen_free(struct fa__tcache *tc, struct fa__span *s, const void *p)
+{
+    if (tc == NULL)
+        return false;
+    const struct fa__class_info *ci = &fa__classes[s->cls];
+    /* heads[cls] holds the current span's blocks and at most GATHER more. */
+    if (list_has(tc->heads[s->cls], p, ci->objs + GATHER + ci->max_list, ci->size))
+        return true;
+    if (tc->out[s->cls].s == s && list_has(tc->out[s->cls].head, p, ci->objs, ci->size))
+        return true;
+    uintptr_t a = (uintptr_t)p;
+    if (__atomic_load_n(&fa__pm_leaf_of(a)->owner[fa__pm_index(a)], __ATOMIC_RELAXED) != tc)
+        return false;
+    if (list_has(s->freelist, p, ci->objs, ci->size))
+        return true;
+    uintptr_t x = __atomic_load_n(&s->xfree, __ATOMIC_ACQUIRE) & ~FA_XFREE_DETACHED;
+    return list_has((void *)x, p, ci->objs, ci->size);
+}
+
+static _Noreturn void double_free(const void *p, const struct fa__span *s)
+{
+    fa__fatal("fastalloc: free(): double free of %p (a block of %u bytes)", p, fa__classes[s->cls].size);
+}
+
+void fa__tc_free_marked(void *p)
+{
+    struct fa__tcache *tc = fa__tls_cache;
+    struct fa__span *s = fa__pm_span((uintptr_t)p);
+    if (seen_free(tc, s, p))
+        double_free(p, s);
+    /* What the fast path does. */
+    fa__fl_push(&s->freelist, p);
+    if (--s->used == 0)
+        keep(tc, s);
+}
+
 void fa__tc_free_slow(void *p)
 {
     struct fa__tcache *tc = fa__tls_cache;
@@ -816,6 +876,9 @@ void fa__tc_free_slow(void *p)
         return;
     }
     struct fa__span *s = fa__pm_span(a);
+    if (FA_UNLIKELY(fa__fl_marked(p, s)) && seen_free(current(), s, p))
+        double_free(p, s);
+    fa__fl_mark(p, s);
     if (tc->kind != FA_TC_REAL && (tc = my_cache()) == NULL) {
         count_global(&retired.frees[s->cls], 1);
         push_remote(NULL, s, p, p, 1);

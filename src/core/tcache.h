@@ -131,6 +131,10 @@ FA_INLINE void *fa__tc_refill(unsigned cls)
     return p;
 }
 void fa__tc_free_slow(void *p) FA_HIDDEN;
+/* p, a block of a span the calling thread owns, carries its free mark
+ * (core/freelist.h): stop the program if p is on a free list, else free it
+ * as the fast path would. */
+void fa__tc_free_marked(void *p) FA_HIDDEN;
 void fa__tc_span_empty(struct fa__span *s) FA_HIDDEN;
 
 void fa__tc_init(void) FA_HIDDEN;
