@@ -93,12 +93,17 @@ FA_INLINE void fa__do_free(void *p)
         return;
     }
     struct fa__span *s = leaf->span[i];
+#if FA_SECURE
+    if (FA_UNLIKELY(!fa__tc_block_start(s, a)))
+        fa__tc_free_bad(p, s);
+#endif
     if (FA_UNLIKELY(fa__fl_marked(p, s))) {
         fa__api_free_marked(p);
         return;
     }
     fa__fl_push(&s->freelist, p);
     fa__fl_mark(p, s);
+    fa__fl_scrub(p, fa__classes[s->cls].size);
     fa__fl_poison(p, fa__classes[s->cls].size);
     if (FA_UNLIKELY(--s->used == 0))
         fa__tc_span_empty(s);

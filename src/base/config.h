@@ -57,4 +57,9 @@
 /* Every block of 16 bytes or more is aligned to this (max_align_t). */
 #define FA_MIN_ALIGN 16
 
+/* The hardened build (libfastalloc-secure.so): SECURITY.md. */
+#ifndef FA_SECURE
+#define FA_SECURE 0
+#endif
+
 #endif

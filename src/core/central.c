@@ -12,6 +12,8 @@
 #include "core/pagemap.h"
 #include "core/sizeclass.h"
 
+#include <string.h>
+
 /* Lists by fullness: list k holds spans with used * NLISTS / objs == k. */
 #define NLISTS 4
 
@@ -175,6 +177,11 @@ void *fa__central_alloc_one(unsigned cls)
     } else {
         p = (void *)(s->start + (uintptr_t)s->carved * ci->size);
         s->carved++;
+        /* As a cut block is (core/tcache.c, carve): marked free, and
+         * zeroed in the hardened build. */
+        if (FA_SECURE && !s->zeroed)
+            memset(p, 0, ci->size);
+        fa__fl_mark(p, s);
     }
     s->used++;
     if (s->freelist == NULL && s->carved == ci->objs) {

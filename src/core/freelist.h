@@ -16,23 +16,61 @@
  * is an address the program never sees) a block whose bytes were copied
  * from a freed one: the slow path tells the two apart by looking for the
  * block on the lists that hold free blocks (glibc's tcache key works the
- * same way).  Blocks are 16 bytes or more, so every block has the word. */
+ * same way).  Blocks are 16 bytes or more, so every block has the word.
+ *
+ * The hardened build (FA_SECURE, libfastalloc-secure.so; SECURITY.md)
+ * changes what both words hold and what a free and a hand-out do:
+ *  - a link is stored XORed with a per-process random key and with its own
+ *    slot's address (glibc's safe-linking, keyed as mimalloc's secure mode
+ *    keys its lists), and a decoded link must be 16-byte aligned and name a
+ *    block of the same size class, or the program stops: a link that a
+ *    write after free or an overflow forged decodes to noise;
+ *  - the mark is the block's own address XORed with a second key, checked
+ *    again when the block is handed out;
+ *  - a freed block is zeroed past its two words (scrubbed), and a block
+ *    handed out must still be zero (at both ends: check_scrubbed) and has
+ *    both words cleared. */
 #ifndef FA_CORE_FREELIST_H
 #define FA_CORE_FREELIST_H
 
 #include "base/asan.h"
 #include "base/config.h"
+#include "core/pagemap.h"
+
+#if FA_SECURE
+/* The two keys, random, set once at start-up before any list exists. */
+extern uintptr_t fa__fl_key[2] FA_HIDDEN;
+/* Stop the program: the word `what` of the free block b is not what the
+ * allocator wrote there. */
+_Noreturn FA_COLD void fa__fl_corrupt(const void *b, const char *what) FA_HIDDEN;
+/* Stop the program unless the block of size bytes at b is zero past its two
+ * words (its first and last 256 bytes, or all of it). */
+void fa__fl_check_scrubbed(const void *b, size_t size) FA_HIDDEN;
+#endif
+void fa__fl_init(void) FA_HIDDEN;
 
 /* The block after b on its list (NULL at the end). */
 FA_INLINE void *fa__fl_next(void *b)
 {
+#if FA_SECURE
+    uintptr_t n = *(uintptr_t *)b ^ fa__fl_key[0] ^ ((uintptr_t)b >> 4);
+    if (FA_UNLIKELY(n % FA_MIN_ALIGN != 0) ||
+        (n != 0 && FA_UNLIKELY(fa__pm_class(n) != fa__pm_class((uintptr_t)b))))
+        fa__fl_corrupt(b, "link");
+    return (void *)n;
+#else
     return *(void **)b;
+#endif
 }
 
 /* Make next follow b. */
 FA_INLINE void fa__fl_set_next(void *b, void *next)
 {
+#if FA_SECURE
+    *(uintptr_t *)b = (uintptr_t)next ^ fa__fl_key[0] ^ ((uintptr_t)b >> 4);
+#else
     *(void **)b = next;
+#endif
 }
 
 /* The check a free makes before its block joins a list (*head is the
@@ -48,13 +86,35 @@ FA_INLINE void fa__fl_check_push(void *const *head, const void *b)
 /* Mark b, a block of the span whose record is at key, free. */
 FA_INLINE void fa__fl_mark(void *b, const void *key)
 {
+#if FA_SECURE
+    (void)key;
+    ((uintptr_t *)b)[1] = (uintptr_t)b ^ fa__fl_key[1];
+#else
     ((const void **)b)[1] = key;
+#endif
 }
 
 /* Whether b carries key's free mark. */
 FA_INLINE bool fa__fl_marked(const void *b, const void *key)
 {
+#if FA_SECURE
+    (void)key;
+    return ((const uintptr_t *)b)[1] == ((uintptr_t)b ^ fa__fl_key[1]);
+#else
     return ((const void *const *)b)[1] == key;
+#endif
+}
+
+/* A block of size bytes has just been marked free: the hardened build
+ * zeroes the rest of it, so that what the program left there cannot be read
+ * through a stale pointer, and a write after free shows at hand-out. */
+FA_INLINE void fa__fl_scrub(void *b, size_t size)
+{
+#if FA_SECURE
+    __builtin_memset((char *)b + 2 * sizeof(void *), 0, size - 2 * sizeof(void *));
+#endif
+    (void)b;
+    (void)size;
 }
 
 /* A block of size bytes goes free: all but its link and its mark is
@@ -71,6 +131,12 @@ FA_INLINE void fa__fl_poison(void *b, size_t size)
 FA_INLINE void fa__fl_hand_out(void *b, size_t size)
 {
     FA_UNPOISON(b, size);
+#if FA_SECURE
+    if (FA_UNLIKELY(!fa__fl_marked(b, NULL)))
+        fa__fl_corrupt(b, "free mark");
+    ((void **)b)[0] = NULL;
+    fa__fl_check_scrubbed(b, size);
+#endif
     ((void **)b)[1] = NULL;
     (void)size;
 }

@@ -2,6 +2,7 @@
 #include "base/diag.h"
 #include "core/pageheap.h"
 #include "core/pagemap.h"
+#include "os/os.h"
 
 #include <errno.h>
 #include <string.h>
@@ -16,7 +17,9 @@ void *fa__large_alloc(size_t size, size_t align, bool zero)
     if (npages == 0)
         npages = 1;
     size_t align_pages = align > FA_PAGE_SIZE ? align >> FA_PAGE_SHIFT : 1;
-    struct fa__span *s = fa__ph_alloc(npages, align_pages, FA_SPAN_LARGE, 0);
+    /* The hardened build puts a guard page after each block: a write past
+     * its end faults. */
+    struct fa__span *s = fa__ph_alloc(npages + FA_SECURE, align_pages, FA_SPAN_LARGE, 0);
     if (FA_UNLIKELY(s == NULL)) {
         errno = ENOMEM;
         return NULL;
@@ -24,7 +27,19 @@ void *fa__large_alloc(size_t size, size_t align, bool zero)
     if (zero && !s->zeroed)
         memset((void *)s->start, 0, npages * FA_PAGE_SIZE);
     s->zeroed = 0;
+    if (FA_SECURE && !fa__os_guard((void *)(s->start + npages * FA_PAGE_SIZE), FA_PAGE_SIZE)) {
+        fa__ph_free(s);
+        errno = ENOMEM;
+        return NULL;
+    }
     return (void *)s->start;
+}
+
+void fa__large_release(struct fa__span *s)
+{
+    if (FA_SECURE)
+        fa__os_commit((void *)(s->start + fa__large_size(s)), FA_PAGE_SIZE);
+    fa__ph_free(s);
 }
 
 struct fa__span *fa__large_span_of(void *p, const char *who)
@@ -47,12 +62,12 @@ void fa__large_free(void *p)
 {
     if (p == NULL)
         return;
-    fa__ph_free(fa__large_span_of(p, "free"));
+    fa__large_release(fa__large_span_of(p, "free"));
 }
 
 size_t fa__large_size(const struct fa__span *s)
 {
-    return s->npages * FA_PAGE_SIZE;
+    return (s->npages - FA_SECURE) * FA_PAGE_SIZE;
 }
 
 size_t fa__large_usable(void *p)
@@ -67,6 +82,8 @@ size_t fa__large_usable(void *p)
 
 bool fa__large_resize(struct fa__span *s, size_t size)
 {
+    if (FA_SECURE) /* the guard page would have to move: the block moves */
+        return false;
     size_t npages = (size + FA_PAGE_SIZE - 1) >> FA_PAGE_SHIFT;
     /* Shrinks by less than a quarter keep their pages: a block that shrinks
      * and grows again should not bounce through the page heap. */

@@ -16,6 +16,9 @@ void *fa__large_alloc(size_t size, size_t align, bool zero) FA_HIDDEN;
  * block goes back to the page heap; NULL is ignored; anything else is a
  * bad pointer and stops the program with one line naming it. */
 void fa__large_free(void *p) FA_HIDDEN;
+/* Give the large block s back to the page heap (its guard page made
+ * ordinary again in the hardened build). */
+void fa__large_release(struct fa__span *s) FA_HIDDEN;
 
 /* The span of the large block at p; stops the program, naming the caller
  * `who`, when p is not the start of one. */

@@ -13,10 +13,18 @@ void *fa__meta_alloc(size_t size)
     fa__lock(&fa__meta_lock);
     if ((size_t)(meta_end - meta_cur) < size) {
         size_t chunk = size > META_CHUNK ? (size + META_CHUNK - 1) & ~(META_CHUNK - 1) : META_CHUNK;
-        char *p = fa__os_map(chunk, 0);
+        /* The hardened build fences each chunk with a guard page on
+         * either side: an overflow of a neighbouring mapping (a large
+         * block, a span) cannot reach the allocator's records. */
+        char *p = fa__os_map(chunk + 2 * FA_SECURE * FA_PAGE_SIZE, 0);
         if (p == NULL) {
             fa__unlock(&fa__meta_lock);
             return NULL;
+        }
+        if (FA_SECURE) {
+            fa__os_guard(p, FA_PAGE_SIZE);
+            fa__os_guard(p + FA_PAGE_SIZE + chunk, FA_PAGE_SIZE);
+            p += FA_PAGE_SIZE;
         }
         meta_mapped += chunk;
         /* The rest of the old chunk is abandoned: metadata is small and

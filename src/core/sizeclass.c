@@ -44,6 +44,7 @@ static void fill_class(unsigned c, uint32_t size)
         fa__fatal("fastalloc: internal error: class of %u bytes has %u blocks a span", size, ci->objs);
     ci->batch = max_u32(BATCH_MIN, min_u32(BATCH_MAX, BATCH_BYTES / size));
     ci->max_list = max_u32(ci->batch, min_u32(8 * BATCH_MAX, LIST_BYTES / size));
+    ci->recip = ((uint64_t)1 << 42) / size + 1;
 }
 
 void fa__sizeclass_init(void)

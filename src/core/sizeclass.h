@@ -28,6 +28,10 @@ struct fa__class_info {
     uint32_t objs;     /* blocks in one span */
     uint32_t batch;    /* blocks moved between thread and central cache at once */
     uint32_t max_list; /* most blocks one thread may cache of this class */
+    /* 2^42 / size, rounded up: an offset into a span (below 2^22) divided
+     * by size is (offset * recip) >> 42, exactly (the error stays below
+     * 2^22 / 2^42, less than 1 / size). */
+    uint64_t recip;
 };
 extern struct fa__class_info fa__classes[FA_NUM_CLASSES] FA_HIDDEN;
 

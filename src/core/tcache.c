@@ -252,7 +252,7 @@ static struct fa__span *large_take(struct fa__tcache *tc, unsigned i)
 /* Give cached large block i back to the page heap. */
 static void large_drop(struct fa__tcache *tc, unsigned i)
 {
-    fa__ph_free(large_take(tc, i));
+    fa__large_release(large_take(tc, i));
 }
 
 static void large_drop_all(struct fa__tcache *tc)
@@ -290,11 +290,14 @@ static void large_free(struct fa__tcache *tc, void *p)
 {
     struct fa__span *s = fa__large_span_of(p, "free");
     size_t bytes = (size_t)s->npages * FA_PAGE_SIZE;
-    fa__tc_count_large(false, bytes);
+    fa__tc_count_large(false, fa__large_size(s));
     /* A thread that allocates only large blocks has no cache until its
-     * first such free: it gets one here (an exiting thread gets none). */
-    if (bytes > FA_TC_LARGE_MAX || fa__opt.thread_cache_bytes == 0 || (tc = my_cache()) == NULL) {
-        fa__ph_free(s);
+     * first such free: it gets one here (an exiting thread gets none).
+     * The hardened build keeps none: a freed block goes back at once, its
+     * guard page with it. */
+    if (FA_SECURE || bytes > FA_TC_LARGE_MAX || fa__opt.thread_cache_bytes == 0 ||
+        (tc = my_cache()) == NULL) {
+        fa__large_release(s);
         return;
     }
     housekeeping(tc); /* the only slow path a large-only thread takes */
@@ -304,7 +307,7 @@ static void large_free(struct fa__tcache *tc, void *p)
     while (tc->nlarge > 0 && tc->large_bytes + bytes > cap)
         large_drop(tc, 0);
     if (tc->large_bytes + bytes > cap) {
-        fa__ph_free(s);
+        fa__large_release(s);
         return;
     }
     /* Freed for everyone else: a second free or a realloc of p now stops
@@ -467,8 +470,10 @@ static void keep(struct fa__tcache *tc, struct fa__span *s)
      * then walk memory forwards, which the hardware prefetches
      * (objpool-shuffle, 1 thread: 6.4 against 11.2 ms allocating when every
      * span is kept). */
-    s->freelist = NULL;
-    s->carved = 0;
+    if (!FA_SECURE) { /* the hardened build keeps its random order */
+        s->freelist = NULL;
+        s->carved = 0;
+    }
 }
 
 void fa__tc_span_empty(struct fa__span *s)
@@ -498,8 +503,28 @@ static void clear_cur(struct fa__tcache *tc, unsigned cls)
         keep(tc, s);
 }
 
-/* Cut up to n fresh blocks off s (at least one is left), in address order,
- * followed by tail; returns the first. */
+#if FA_SECURE
+/* The hardened build hands a fresh span's blocks out in a random order,
+ * so that where the next block lies cannot be told from where the last one
+ * did.  A thread's own xorshift stream, seeded from the list key. */
+static __thread uint64_t carve_rng __attribute__((tls_model("initial-exec")));
+
+static uint32_t carve_random(uint32_t bound)
+{
+    uint64_t x = carve_rng;
+    if (x == 0)
+        x = fa__fl_key[1] ^ (uintptr_t)&carve_rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    carve_rng = x;
+    return (uint32_t)(((x >> 32) * bound) >> 32);
+}
+#endif
+
+/* Cut up to n fresh blocks off s (at least one is left), followed by
+ * tail; returns the first.  Each is marked free (core/freelist.h): a free
+ * of a block that was never handed out is a double free. */
 static void *carve(struct fa__span *s, const struct fa__class_info *ci, void *tail)
 {
     uint32_t n = CARVE_BYTES / ci->size;
@@ -508,14 +533,36 @@ static void *carve(struct fa__span *s, const struct fa__class_info *ci, void *ta
     if (n > ci->objs - s->carved)
         n = ci->objs - s->carved;
     uintptr_t first = s->start + (uintptr_t)s->carved * ci->size;
-    uintptr_t last = first + (uintptr_t)(n - 1) * ci->size;
-    /* Forwards, in the order the blocks are handed out. */
-    for (uintptr_t b = first; b < last; b += ci->size)
-        fa__fl_set_next((void *)b, (void *)(b + ci->size));
-    fa__fl_set_next((void *)last, tail);
     s->carved += n;
     s->used += n;
+#if FA_SECURE
+    /* Zero, as a freed block is (scrubbed), then linked in a shuffled
+     * order.  n is at most CARVE_BYTES / 16. */
+    if (!s->zeroed)
+        memset((void *)first, 0, (size_t)n * ci->size);
+    uint16_t order[CARVE_BYTES / 16];
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t j = carve_random(i + 1);
+        order[i] = order[j];
+        order[j] = (uint16_t)i;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        void *b = (void *)(first + (uintptr_t)order[i] * ci->size);
+        fa__fl_mark(b, s);
+        fa__fl_set_next(b, i + 1 < n ? (void *)(first + (uintptr_t)order[i + 1] * ci->size) : tail);
+    }
+    return (void *)(first + (uintptr_t)order[0] * ci->size);
+#else
+    /* Forwards, in the order the blocks are handed out. */
+    uintptr_t last = first + (uintptr_t)(n - 1) * ci->size;
+    for (uintptr_t b = first; b < last; b += ci->size) {
+        fa__fl_mark((void *)b, s);
+        fa__fl_set_next((void *)b, (void *)(b + ci->size));
+    }
+    fa__fl_mark((void *)last, s);
+    fa__fl_set_next((void *)last, tail);
     return (void *)first;
+#endif
 }
 
 /* Fill heads[cls] from s, which tc owns, and return its first block; NULL
@@ -843,6 +890,10 @@ static bool seen_free(struct fa__tcache *tc, struct fa__span *s, const void *p)
     uintptr_t a = (uintptr_t)p;
     if (__atomic_load_n(&fa__pm_leaf_of(a)->owner[fa__pm_index(a)], __ATOMIC_RELAXED) != tc)
         return false;
+    /* Past the blocks cut: a span whose blocks all came back starts over
+     * (keep), and its blocks are free without being on a list. */
+    if (((a - s->start) * ci->recip) >> 42 >= s->carved)
+        return true;
     if (list_has(s->freelist, p, ci->objs, ci->size))
         return true;
     uintptr_t x = __atomic_load_n(&s->xfree, __ATOMIC_ACQUIRE) & ~FA_XFREE_DETACHED;
@@ -854,6 +905,16 @@ static _Noreturn void double_free(const void *p, const struct fa__span *s)
     fa__fatal("fastalloc: free(): double free of %p (a block of %u bytes)", p, fa__classes[s->cls].size);
 }
 
+void fa__tc_free_bad(const void *p, const struct fa__span *s)
+{
+    uintptr_t off = (uintptr_t)p - s->start;
+    if (off % fa__classes[s->cls].size != 0)
+        fa__fatal("fastalloc: free(): pointer %p is inside a block, not at its start", p);
+    if (fa__fl_marked(p, s))
+        double_free(p, s);
+    fa__fatal("fastalloc: free(): invalid pointer %p (a block never handed out)", p);
+}
+
 void fa__tc_free_marked(void *p)
 {
     struct fa__tcache *tc = fa__tls_cache;
@@ -862,6 +923,7 @@ void fa__tc_free_marked(void *p)
         double_free(p, s);
     /* What the fast path does. */
     fa__fl_push(&s->freelist, p);
+    fa__fl_scrub(p, fa__classes[s->cls].size);
     if (--s->used == 0)
         keep(tc, s);
 }
@@ -876,9 +938,14 @@ void fa__tc_free_slow(void *p)
         return;
     }
     struct fa__span *s = fa__pm_span(a);
+#if FA_SECURE
+    if (FA_UNLIKELY(!fa__tc_block_start(s, a)))
+        fa__tc_free_bad(p, s);
+#endif
     if (FA_UNLIKELY(fa__fl_marked(p, s)) && seen_free(current(), s, p))
         double_free(p, s);
     fa__fl_mark(p, s);
+    fa__fl_scrub(p, fa__classes[s->cls].size);
     if (tc->kind != FA_TC_REAL && (tc = my_cache()) == NULL) {
         count_global(&retired.frees[s->cls], 1);
         push_remote(NULL, s, p, p, 1);

@@ -131,6 +131,18 @@ FA_INLINE void *fa__tc_refill(unsigned cls)
     return p;
 }
 void fa__tc_free_slow(void *p) FA_HIDDEN;
+/* Whether a, an address in the small span s, is the start of a block that
+ * has been cut: the hardened build's check of every free. */
+FA_INLINE bool fa__tc_block_start(const struct fa__span *s, uintptr_t a)
+{
+    const struct fa__class_info *ci = &fa__classes[s->cls];
+    uint64_t off = a - s->start;
+    uint64_t q = (off * ci->recip) >> 42;
+    return q * ci->size == off && q < s->carved;
+}
+/* Stop the program: p, in the small span s, is not a block handed out
+ * (fa__tc_block_start said so). */
+_Noreturn FA_COLD void fa__tc_free_bad(const void *p, const struct fa__span *s) FA_HIDDEN;
 /* p, a block of a span the calling thread owns, carries its free mark
  * (core/freelist.h): stop the program if p is on a free list, else free it
  * as the fast path would. */

@@ -3,6 +3,7 @@
 #include "base/lock.h"
 #include "base/options.h"
 #include "core/central.h"
+#include "core/freelist.h"
 #include "core/meta.h"
 #include "core/pageheap.h"
 #include "core/sizeclass.h"
@@ -78,6 +79,7 @@ void fa__global_init(void)
     fa__lock(&init_lock);
     if (!fa__initialized) {
         fa__options_from_env();
+        fa__fl_init();
         fa__sizeclass_init();
         fa__ph_init();
         fa__central_init();

@@ -72,6 +72,14 @@ bool fa__os_commit(void *p, size_t size)
     return ok;
 }
 
+bool fa__os_guard(void *p, size_t size)
+{
+    int saved = errno;
+    bool ok = mprotect(p, size, PROT_NONE) == 0;
+    errno = saved;
+    return ok;
+}
+
 void fa__os_unmap(void *p, size_t size)
 {
     int saved = errno;

@@ -1,0 +1,75 @@
+/* The free-list seam's out-of-line parts: the hardened build's keys and
+ * its checks (core/freelist.h). */
+#include "core/freelist.h"
+#include "base/diag.h"
+#include "core/sizeclass.h"
+
+#include <sys/auxv.h>
+#include <sys/random.h>
+#include <time.h>
+
+#if FA_SECURE
+uintptr_t fa__fl_key[2];
+
+void fa__fl_corrupt(const void *b, const char *what)
+{
+    unsigned cls = fa__pm_class((uintptr_t)b);
+    fa__fatal("fastalloc: heap corruption: the %s of the free %u-byte block at %p was overwritten "
+              "(a write after free or an overflow)",
+              what, cls != 0 ? fa__classes[cls].size : 0, b);
+}
+
+/* Words 2.. of the first and last 256 bytes: a write after free lands
+ * most often in a structure's first fields, an overflow from the block
+ * below in its first, one from above... never; a tail check catches a
+ * write through a stale pointer to the end of an array. */
+#define CHECKED_BYTES 256
+
+static bool zero_words(const uintptr_t *w, size_t n)
+{
+    uintptr_t any = 0;
+    for (size_t i = 0; i < n; i++)
+        any |= w[i];
+    return any == 0;
+}
+
+void fa__fl_check_scrubbed(const void *b, size_t size)
+{
+    const uintptr_t *w = b;
+    size_t words = size / sizeof(uintptr_t);
+    bool ok;
+    if (size <= 2 * CHECKED_BYTES) {
+        ok = zero_words(w + 2, words - 2);
+    } else {
+        size_t k = CHECKED_BYTES / sizeof(uintptr_t);
+        ok = zero_words(w + 2, k - 2) && zero_words(w + words - k, k);
+    }
+    if (FA_UNLIKELY(!ok))
+        fa__fatal("fastalloc: heap corruption: the free %zu-byte block at %p was written after it was "
+                  "freed",
+                  size, b);
+}
+#endif
+
+void fa__fl_init(void)
+{
+#if FA_SECURE
+    if (fa__fl_key[0] != 0)
+        return;
+    uintptr_t k[2] = {0, 0};
+    if (getrandom(k, sizeof k, GRND_NONBLOCK) != (ssize_t)sizeof k) {
+        /* No entropy pool yet (early boot): the kernel's 16 random bytes
+         * given to every process, mixed with the clock. */
+        const uintptr_t *r = (const uintptr_t *)getauxval(AT_RANDOM);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        k[0] = (r != NULL ? r[0] : 0) ^ (uintptr_t)ts.tv_nsec * 0x9e3779b97f4a7c15u;
+        k[1] = (r != NULL ? r[1] : 0) ^ (uintptr_t)&ts;
+    }
+    /* Keys with their low four bits clear: a link's low bits stay the
+     * block's alignment, which the decoding checks; a zero key is
+     * replaced (a zero word would then decode to NULL). */
+    fa__fl_key[0] = (k[0] & ~(uintptr_t)15) | ((uintptr_t)1 << 40);
+    fa__fl_key[1] = k[1] | 1;
+#endif
+}

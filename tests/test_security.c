@@ -1,0 +1,424 @@
+/* What each mode promises against a program's memory errors (SECURITY.md),
+ * tried as an attacker would, each attempt in a child process of its own at
+ * 16 B, 1 KiB, 200 KiB and 2 MiB.  Built twice: test_security against the
+ * default library, test_security_secure against libfastalloc-secure.so
+ * (TEST_SECURE), which must also pass the hardened mode's cases.
+ *
+ *   double    a second free: at once, after other frees, interleaved (a b
+ *             a), after the block was handed out again, from another thread
+ *   invalid   free of the stack, alloca, a global, a far address, p + 8
+ *             (unaligned); p + 16 and an interior pointer where the mode
+ *             promises it
+ *   huge      requests no heap can meet: NULL and errno, no crash
+ *   exec      the heap is never executable
+ *   forged    a link forged by a write after free (hardened)
+ *   uaf       freed bytes read back, and a write after free (hardened)
+ *   overflow  a write past a block's end, and one before its start
+ *             (hardened)
+ *
+ * A child that must die is checked for its signal and its one line; one
+ * that must live, for exit status 0.  The parent prints each attempt. */
+#include "check.h"
+#include "child.h"
+#include "fastalloc.h"
+
+#include <alloca.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef TEST_SECURE
+#define TEST_SECURE 0
+#endif
+
+static const size_t sizes[] = {16, 1024, 200 << 10, 2 << 20};
+#define LARGE ((size_t)256 << 10) /* above: a block of its own */
+
+static char global_buf[256] __attribute__((aligned(64)));
+static char target[64] __attribute__((aligned(64))); /* a forged link's goal */
+
+/* ---- the children: each does one wrong thing and reports what it saw */
+
+static void *free_it(void *p)
+{
+    fa_free(p);
+    return NULL;
+}
+
+static int child_double(const char *how, size_t n)
+{
+    char *a = fa_malloc(n), *b = fa_malloc(n), *c = fa_malloc(n);
+    memset(a, 1, n);
+    if (strcmp(how, "immediate") == 0) {
+        fa_free(a);
+        fa_free(a);
+    } else if (strcmp(how, "after") == 0) {
+        fa_free(a);
+        fa_free(b);
+        fa_free(c);
+        fa_free(a);
+    } else if (strcmp(how, "interleaved") == 0) {
+        fa_free(a);
+        fa_free(b);
+        fa_free(a);
+    } else if (strcmp(how, "reuse") == 0) {
+        fa_free(a);
+        char *d = fa_malloc(n); /* most often a again */
+        memset(d, 2, n);
+        fa_free(d);
+        fa_free(a);
+    } else if (strcmp(how, "thread") == 0) {
+        pthread_t t;
+        pthread_create(&t, NULL, free_it, a);
+        pthread_join(t, NULL);
+        fa_free(a);
+    }
+    return 0; /* not caught */
+}
+
+static int child_invalid(const char *how, size_t n)
+{
+    char *p = fa_malloc(n);
+    memset(p, 1, n);
+    if (strcmp(how, "stack") == 0) {
+        char local[64] __attribute__((aligned(16)));
+        __asm__ volatile("" ::"r"(local) : "memory");
+        fa_free(local);
+    } else if (strcmp(how, "alloca") == 0) {
+        char *a = alloca(n < 65536 ? n : 65536);
+        __asm__ volatile("" ::"r"(a) : "memory");
+        fa_free(a);
+    } else if (strcmp(how, "global") == 0) {
+        fa_free(global_buf + 64);
+    } else if (strcmp(how, "far") == 0) {
+        fa_free(p + ((size_t)1 << 40));
+    } else if (strcmp(how, "unaligned") == 0) {
+        fa_free(p + 8);
+    } else if (strcmp(how, "plus16") == 0) {
+        fa_free(p + 16);
+    } else if (strcmp(how, "interior") == 0) {
+        fa_free(p + (n / 2 & ~(size_t)15));
+    }
+    return 0;
+}
+
+/* Requests no heap can meet fail with NULL and errno, and leave what the
+ * program had intact.  Exit 0 when every one did. */
+static int child_huge(void)
+{
+    int bad = 0;
+#define EXPECT(cond)                                                                                      \
+    do {                                                                                                   \
+        if (!(cond)) {                                                                                     \
+            fprintf(stderr, "huge: %s failed\n", #cond);                                                   \
+            bad = 1;                                                                                       \
+        }                                                                                                  \
+    } while (0)
+    void *q = NULL;
+    errno = 0;
+    EXPECT(fa_malloc(opaque(SIZE_MAX)) == NULL && errno == ENOMEM);
+    errno = 0;
+    EXPECT(fa_malloc(opaque((size_t)PTRDIFF_MAX + 1)) == NULL && errno == ENOMEM);
+    errno = 0;
+    EXPECT(fa_malloc(opaque((size_t)1 << 46)) == NULL && errno == ENOMEM); /* 64 TiB */
+    errno = 0;
+    EXPECT(fa_calloc(opaque(SIZE_MAX / 2), 3) == NULL && errno == ENOMEM);
+    errno = 0;
+    EXPECT(fa_calloc(opaque((size_t)1 << 33), (size_t)1 << 33) == NULL && errno == ENOMEM);
+    errno = 0;
+    EXPECT(fa_aligned_alloc(64, opaque(SIZE_MAX - 63)) == NULL && errno == ENOMEM);
+    errno = 0;
+    EXPECT(fa_aligned_alloc(opaque(48), 64) == NULL && errno == EINVAL);
+    EXPECT(fa_posix_memalign(&q, opaque(3), 16) == EINVAL && q == NULL);
+    EXPECT(fa_posix_memalign(&q, 64, opaque(SIZE_MAX)) == ENOMEM && q == NULL);
+    errno = 0;
+    EXPECT(fa_reallocarray(NULL, opaque(SIZE_MAX / 4), 8) == NULL && errno == ENOMEM);
+    char *p = fa_malloc(100);
+    memset(p, 7, 100);
+    errno = 0;
+    EXPECT(fa_realloc(p, opaque(SIZE_MAX)) == NULL && errno == ENOMEM);
+    errno = 0;
+    EXPECT(fa_realloc(p, opaque((size_t)PTRDIFF_MAX)) == NULL && errno == ENOMEM);
+    for (int i = 0; i < 100; i++)
+        EXPECT(p[i] == 7);
+    fa_free(p);
+    return bad;
+#undef EXPECT
+}
+
+/* The mapping that holds a block of each size is readable and writable,
+ * never executable. */
+static int child_exec(void)
+{
+    int bad = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        uintptr_t a = (uintptr_t)fa_malloc(sizes[i]);
+        FILE *f = fopen("/proc/self/maps", "r");
+        char line[512];
+        bool found = false;
+        while (fgets(line, sizeof line, f) != NULL) {
+            unsigned long lo, hi;
+            char perms[8];
+            if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || a < lo || a >= hi)
+                continue;
+            found = true;
+            if (perms[0] != 'r' || perms[1] != 'w' || perms[2] != '-') {
+                fprintf(stderr, "exec: the %zu-byte block at %#lx lies in a mapping %s", sizes[i],
+                        (unsigned long)a, line);
+                bad = 1;
+            }
+        }
+        fclose(f);
+        if (!found) {
+            fprintf(stderr, "exec: no mapping holds %#lx\n", (unsigned long)a);
+            bad = 1;
+        }
+    }
+    return bad;
+}
+
+/* A write after free puts target's address in the freed block's first
+ * word, where the link lies; then the program allocates.  The allocator
+ * must never hand out target.  Exit 3 if it did, 0 if it never did. */
+static int child_forged(size_t n)
+{
+    enum { KEEP = 4096 };
+    static void *keep[KEEP];
+    char *p = fa_malloc(n);
+    fa_free(p);
+    *(void **)p = target;
+    for (int i = 0; i < KEEP; i++) {
+        keep[i] = fa_malloc(n);
+        if (keep[i] == (void *)target) {
+            printf("forged address returned after %d allocations\n", i + 1);
+            return 3;
+        }
+        if (n >= LARGE && i == 16)
+            break;
+    }
+    return 0;
+}
+
+/* Freed bytes must read back as zero (exit 3), and a write after free must
+ * stop the program before the block is handed out again (exit 4). */
+static int child_uaf(size_t n)
+{
+    enum { KEEP = 4096 };
+    static void *keep[KEEP];
+    unsigned char *p = fa_malloc(n);
+    memset(p, 0x5a, n);
+    fa_free(p);
+    size_t end = n < 4096 ? n : 4096;
+    for (size_t i = 16; i < end; i++)
+        if (p[i] != 0) {
+            printf("byte %zu of the freed block still reads %#x\n", i, p[i]);
+            return 3;
+        }
+    p[n > 16 ? 24 : 8] = 0x77;
+    for (int i = 0; i < KEEP; i++)
+        if ((keep[i] = fa_malloc(n)) == p) {
+            printf("the block written after free was handed out again\n");
+            return 4;
+        }
+    return 0;
+}
+
+/* A write of 16 bytes past the end of a block (over), or before its start
+ * (under), into a freed neighbour: the program must stop before the
+ * neighbour is handed out again (exit 4).  Large blocks: a write one byte
+ * past the end faults on the guard page. */
+static int child_overflow(const char *how, size_t n)
+{
+    bool over = strcmp(how, "over") == 0;
+    if (n > LARGE) {
+        char *p = fa_malloc(n);
+        volatile char *end = p + fa_malloc_usable_size(p);
+        *end = 1;
+        return 0;
+    }
+    enum { K = 64 };
+    char *b[K];
+    size_t size = fa_malloc_usable_size(fa_malloc(n)); /* the class's size */
+    for (int i = 0; i < K; i++)
+        b[i] = fa_malloc(n);
+    /* A pair of neighbours among the blocks: x and the block right after
+     * it (over) or right before it (under). */
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < K; j++) {
+            if (b[j] != (over ? b[i] + size : b[i] - size))
+                continue;
+            char *victim = b[j];
+            fa_free(victim);
+            if (over)
+                memset(b[i] + size, 0x41, 16);
+            else
+                memset(b[i] - 16, 0x41, 16);
+            for (int k = 0; k < 4096; k++)
+                if (fa_malloc(n) == victim) {
+                    printf("the overwritten block was handed out again\n");
+                    return 4;
+                }
+            return 0;
+        }
+    printf("no two neighbours among %d blocks\n", K);
+    return 5;
+}
+
+static int child(const char *kind, const char *how, size_t n)
+{
+    if (strcmp(kind, "double") == 0)
+        return child_double(how, n);
+    if (strcmp(kind, "invalid") == 0)
+        return child_invalid(how, n);
+    if (strcmp(kind, "huge") == 0)
+        return child_huge();
+    if (strcmp(kind, "exec") == 0)
+        return child_exec();
+    if (strcmp(kind, "forged") == 0)
+        return child_forged(n);
+    if (strcmp(kind, "uaf") == 0)
+        return child_uaf(n);
+    if (strcmp(kind, "overflow") == 0)
+        return child_overflow(how, n);
+    return 99;
+}
+
+/* ---- the parent */
+
+enum outcome { EXIT0, ABORT, SEGV };
+
+static void run(const char *kind, const char *how, size_t n, enum outcome want, const char *line)
+{
+    char size[32];
+    snprintf(size, sizeof size, "%zu", n);
+    char *argv[] = {(char *)child_self(), "child", (char *)kind, (char *)how, size, NULL};
+    struct child_out r;
+    child_run(&r, NULL, NULL, argv);
+    const char *what = WIFSIGNALED(r.status) ? strsignal(WTERMSIG(r.status)) : "exit";
+    printf("%-8s %-11s %8zu B: %s %d\n", kind, how, n, what,
+           WIFEXITED(r.status) ? WEXITSTATUS(r.status) : WTERMSIG(r.status));
+    switch (want) {
+    case EXIT0:
+        CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "%s %s at %zu B: status %#x; stdout: %s; stderr: %s",
+               kind, how, n, r.status, r.out, r.err);
+        return;
+    case SEGV:
+        CHECKF(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGSEGV,
+               "%s %s at %zu B: status %#x, not SIGSEGV; stdout: %s; stderr: %s", kind, how, n, r.status, r.out,
+               r.err);
+        return;
+    case ABORT:
+        CHECKF(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT,
+               "%s %s at %zu B: status %#x, not SIGABRT; stdout: %s; stderr: %s", kind, how, n, r.status, r.out,
+               r.err);
+        /* One line, from fastalloc, that says what happened. */
+        CHECKF(strncmp(r.err, "fastalloc: ", 11) == 0 && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
+               "%s %s at %zu B: stderr is not one fastalloc line: %s", kind, how, n, r.err);
+        CHECKF(strstr(r.err, line) != NULL, "%s %s at %zu B: stderr lacks \"%s\": %s", kind, how, n, line, r.err);
+        return;
+    }
+}
+
+static int case_double(void)
+{
+    static const char *const hows[] = {"immediate", "after", "interleaved", "reuse", "thread"};
+    for (size_t h = 0; h < sizeof hows / sizeof hows[0]; h++)
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+            run("double", hows[h], sizes[i], ABORT, "double free");
+    return check_done("test_security double");
+}
+
+static int case_invalid(void)
+{
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sizes[i];
+        run("invalid", "stack", n, ABORT, "invalid pointer");
+        run("invalid", "alloca", n, ABORT, "invalid pointer");
+        run("invalid", "global", n, ABORT, "invalid pointer");
+        run("invalid", "far", n, ABORT, "invalid pointer");
+        run("invalid", "unaligned", n, ABORT, "not 16-byte aligned");
+        /* At 16 B, p + 16 is the next block's start: a free of it is a
+         * double free if that block is free, and a free of another
+         * block if not; no allocator can tell the latter. */
+        if (n == 16)
+            continue;
+        /* The default mode checks the start of large blocks only; the
+         * hardened build, of every block. */
+        if (n > LARGE || TEST_SECURE) {
+            run("invalid", "plus16", n, ABORT, "inside a block");
+            run("invalid", "interior", n, ABORT, "inside a block");
+        }
+    }
+    return check_done("test_security invalid");
+}
+
+static int case_huge(void)
+{
+    run("huge", "-", 0, EXIT0, NULL);
+    return check_done("test_security huge");
+}
+
+static int case_exec(void)
+{
+    run("exec", "-", 0, EXIT0, NULL);
+    return check_done("test_security exec");
+}
+
+static int hardened_only(const char *name)
+{
+    printf("SKIP: %s: the default library does not promise this; test_security_secure runs it\n", name);
+    return 77;
+}
+
+static int case_forged(void)
+{
+    if (!TEST_SECURE)
+        return hardened_only("forged");
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        /* A large block has no link to forge: the program goes on. */
+        run("forged", "-", sizes[i], sizes[i] > LARGE ? EXIT0 : ABORT, "heap corruption: the link of");
+    return check_done("test_security forged");
+}
+
+static int case_uaf(void)
+{
+    if (!TEST_SECURE)
+        return hardened_only("uaf");
+    /* Large blocks are not scrubbed (SECURITY.md). */
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (sizes[i] <= LARGE)
+            run("uaf", "-", sizes[i], ABORT, "heap corruption");
+    return check_done("test_security uaf");
+}
+
+static int case_overflow(void)
+{
+    if (!TEST_SECURE)
+        return hardened_only("overflow");
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sizes[i];
+        run("overflow", "over", n, n > LARGE ? SEGV : ABORT, "heap corruption");
+        /* A large block has no guard before it (SECURITY.md). */
+        if (n <= LARGE)
+            run("overflow", "under", n, ABORT, "heap corruption");
+    }
+    return check_done("test_security overflow");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 5 && strcmp(argv[1], "child") == 0)
+        return child(argv[2], argv[3], strtoull(argv[4], NULL, 10));
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    static const struct check_case cases[] = {
+        {"double", case_double},     {"invalid", case_invalid}, {"huge", case_huge},
+        {"exec", case_exec},         {"forged", case_forged},   {"uaf", case_uaf},
+        {"overflow", case_overflow},
+    };
+    return check_run_case(TEST_SECURE ? "test_security_secure" : "test_security", cases,
+                          sizeof cases / sizeof cases[0], argc, argv);
+}
