@@ -4,7 +4,9 @@
  * paths are the same instructions.
  *
  * Who poisons what: a free poisons a small block but its first word (the
- * link, which the free-list seam reads and writes: core/freelist.h); the
+ * link, which the free-list seam reads and writes: core/freelist.h; the
+ * seam unpoisons the free mark, the second word, to write it, and reads a
+ * poisoned mark as a free block's); the
  * page heap poisons a span when it goes free, and the thread cache a large
  * block it keeps; whatever hands memory out unpoisons it (malloc's paths,
  * the page heap for a span it hands out or grows). */
@@ -25,11 +27,14 @@
 void __asan_poison_memory_region(void const volatile *addr, size_t size);
 void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
 void __asan_get_shadow_mapping(size_t *shadow_scale, size_t *shadow_offset);
+int __asan_address_is_poisoned(void const volatile *addr);
 #define FA_POISON(p, n) __asan_poison_memory_region((p), (n))
 #define FA_UNPOISON(p, n) __asan_unpoison_memory_region((p), (n))
+#define FA_POISONED(p) __asan_address_is_poisoned(p)
 #else
 #define FA_POISON(p, n) ((void)0)
 #define FA_UNPOISON(p, n) ((void)0)
+#define FA_POISONED(p) 0
 #endif
 
 /* The part of the shadow of [p, p + n) that whole OS pages hold: a range

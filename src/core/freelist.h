@@ -86,6 +86,7 @@ FA_INLINE void fa__fl_check_push(void *const *head, const void *b)
 /* Mark b, a block of the span whose record is at key, free. */
 FA_INLINE void fa__fl_mark(void *b, const void *key)
 {
+    FA_UNPOISON((void **)b + 1, sizeof(void *));
 #if FA_SECURE
     (void)key;
     ((uintptr_t *)b)[1] = (uintptr_t)b ^ fa__fl_key[1];
@@ -97,6 +98,8 @@ FA_INLINE void fa__fl_mark(void *b, const void *key)
 /* Whether b carries key's free mark. */
 FA_INLINE bool fa__fl_marked(const void *b, const void *key)
 {
+    if (FA_POISONED((void *const *)b + 1)) /* an AddressSanitizer build's free block */
+        return true;
 #if FA_SECURE
     (void)key;
     return ((const uintptr_t *)b)[1] == ((uintptr_t)b ^ fa__fl_key[1]);
@@ -117,11 +120,11 @@ FA_INLINE void fa__fl_scrub(void *b, size_t size)
     (void)size;
 }
 
-/* A block of size bytes goes free: all but its link and its mark is
- * poisoned in an AddressSanitizer build (base/asan.h); nothing elsewhere. */
+/* A block of size bytes goes free: all but its link is poisoned in an
+ * AddressSanitizer build (base/asan.h); nothing elsewhere. */
 FA_INLINE void fa__fl_poison(void *b, size_t size)
 {
-    FA_POISON((char *)b + 2 * sizeof(void *), size - 2 * sizeof(void *));
+    FA_POISON((char *)b + sizeof(void *), size - sizeof(void *));
     (void)b;
     (void)size;
 }
