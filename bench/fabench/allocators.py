@@ -66,6 +66,9 @@ def find_library(soname: str, want_machine) -> str | None:
     return None
 
 
+SECURE = "fastalloc-secure"
+
+
 def package_version(package: str) -> str:
     try:
         out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package],
@@ -88,6 +91,14 @@ def discover_allocators(build: Path, extra: list[tuple[str, str]], want_machine)
     """Returns (available allocators in run order, skipped [(name, why)])."""
     found, skipped = [], []
     found.append(Allocator("fastalloc", str(build / "libfastalloc.so"), None, "fastalloc", git_revision()))
+    # The hardened build (SECURITY.md): its own column, never anyone's
+    # "best other allocator" (stats.add_ratios), and its cost against the
+    # default library in the summary (checks.secure_lines).
+    secure = build / "libfastalloc-secure.so"
+    if secure.is_file():
+        found.append(Allocator(SECURE, str(secure), None, "fastalloc", git_revision()))
+    else:
+        skipped.append((SECURE, f"{secure} not found; build it first (make)"))
     found.append(Allocator("glibc", None, "libc6", "glibc", package_version("libc6")))
     for name, soname, package in PEERS:
         path = find_library(soname, want_machine)

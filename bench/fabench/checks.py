@@ -5,6 +5,7 @@ FAIL mark, not a failure of the run."""
 
 from __future__ import annotations
 
+from .allocators import SECURE
 from .stats import fmt_num, fmt_ratio, fmt_rss, geomean
 from .tables import Table
 from .workloads import SHUFFLE_THREADS, Workload
@@ -134,6 +135,32 @@ def summary_lines(workloads: list[Workload], rows_by: dict) -> list[str]:
     return lines
 
 
+# The hardened build's cost: its time over the default library's, geometric
+# mean over every timed workload both ran (issue 15: at most 1.10x).
+SECURE_TARGET = 1.10
+
+
+def secure_lines(workloads: list[Workload], rows_by: dict) -> list[str]:
+    ratios, worst = [], []
+    for w in workloads:
+        if w.kind != "alloc" or w.label:
+            continue
+        rows = {r["allocator"]: r for r in rows_by.get(w.name, []) if not r["name"].startswith("fa_")}
+        fa, sec = rows.get("fastalloc"), rows.get(SECURE)
+        if not fa or not sec or not fa["median"] or not sec["median"]:
+            continue
+        ratio = fa["median"] / sec["median"] if w.higher_is_better else sec["median"] / fa["median"]
+        ratios.append(ratio)
+        worst.append((ratio, w.name))
+    g = geomean(ratios)
+    if g is None:
+        return []
+    worst.sort(reverse=True)
+    return [f"{SECURE} vs fastalloc, geometric mean over {len(ratios)} workloads: {g:.3f}x "
+            f"({'PASS' if g <= SECURE_TARGET else 'FAIL'} <= {SECURE_TARGET:.2f}x); the costliest: "
+            + ", ".join(f"{n} {r:.2f}x" for r, n in worst[:5])]
+
+
 # Tables that get fastalloc's geometric means of their own, under the table
 # and in the summary.
 GEOMEAN_TABLES = ("real programs",)
@@ -164,7 +191,7 @@ def table_geomeans(tname: str, workloads: list[Workload], rows_by: dict) -> list
     peers: dict[str, list[float]] = {}
     for wname, fr in fa.items():
         for r in rows_by.get(wname, []):
-            if r["allocator"] != "fastalloc" and not r["name"].startswith("fa_") and r["median"]:
+            if r["allocator"] not in ("fastalloc", SECURE) and not r["name"].startswith("fa_") and r["median"]:
                 ratio = r["median"] / fr["median"] if better[wname] else fr["median"] / r["median"]
                 peers.setdefault(r["name"], []).append(ratio)
     full = {name: geomean(rs) for name, rs in peers.items() if len(rs) == n and name != "glibc"}
@@ -188,6 +215,7 @@ def add_checks(tables: list[Table], workloads: list[Workload], rows_by: dict) ->
         for t in tables:
             if t.name == tname:
                 t.notes += lines
+    summary += secure_lines(workloads, rows_by)
     pool_body, pool_summary = pool_targets(rows_by)
     rss_lines, rss_summary = rss_checks(rows_by)
     summary += pool_summary + rss_summary

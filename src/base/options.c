@@ -60,6 +60,13 @@ const struct fa__option_def fa__option_defs[] = {
      .max = 1, .value = 0, .dflt = "0",
      .doc = "debug mode: `1` reports an error and goes on; `0` reports it and aborts",
      .off = FIELD(debug_continue)},
+    /* The hardened build is a library of its own (docs/SECURITY.md): the
+     * variable chooses it in fastalloc-run, and the library checks that it
+     * is the one asked for. */
+    {.name = "secure", .env = "FASTALLOC_SECURE", .type = FA_OPT_BOOL, .min = 0, .max = 1,
+     .value = 0, .dflt = "0",
+     .doc = "`1`: the hardened build (docs/SECURITY.md): `fastalloc-run` preloads `libfastalloc-secure.so`; the default library says at start-up that it is not that build",
+     .off = FIELD(secure), .startup_only = true},
     {.name = "stats", .env = "FASTALLOC_STATS", .type = FA_OPT_TEXT, .min = 0, .max = 1,
      .words = {"1", "json:"}, .value = 0, .dflt = "0",
      .doc = "`1`: print statistics to stderr at exit; `json:PATH`: write them to PATH as JSON",

@@ -29,6 +29,7 @@ struct fa__options {
     bool debug;                /* every block checked, filled and traced */
     bool debug_continue;       /* report an error and go on, instead of abort */
     size_t debug_quarantine;   /* bytes of freed blocks held back */
+    bool secure;               /* the hardened build was asked for (init/init.c) */
     struct fa__opt_text stats; /* statistics at exit (stats/stats.c); text: the JSON
                                   file, "" for the table on stderr */
     struct fa__opt_text trace; /* record an allocation trace (trace/trace.c); text:

@@ -1,5 +1,6 @@
 /* Start-up, and holding every lock across fork(). */
 #include "init/init.h"
+#include "base/diag.h"
 #include "base/lock.h"
 #include "base/options.h"
 #include "core/central.h"
@@ -79,6 +80,9 @@ void fa__global_init(void)
     fa__lock(&init_lock);
     if (!fa__initialized) {
         fa__options_from_env();
+        if (fa__opt.secure && !FA_SECURE)
+            fa__diag("fastalloc: FASTALLOC_SECURE=1, but this is the default library: preload "
+                     "libfastalloc-secure.so (fastalloc-run does) for the hardened build");
         fa__fl_init();
         fa__sizeclass_init();
         fa__ph_init();
