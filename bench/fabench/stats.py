@@ -138,7 +138,7 @@ def add_ratios(w: Workload, rows: list[dict], refs: list[dict] | None) -> None:
         if r["median"] is None:
             continue
         if refs is not None:  # another API of fastalloc: against the other allocators' malloc
-            others = [o for o in refs if o["allocator"] != r["allocator"] and o["median"] is not None]
+            others = [o for o in refs if o["allocator"] not in (r["allocator"], SECURE) and o["median"] is not None]
         else:  # the hardened build is fastalloc too, not a peer
             others = [o for o in rows if o is not r and o["median"] is not None and o["allocator"] != SECURE]
         if others:

@@ -60,7 +60,7 @@ FA_INLINE void *fa__do_malloc(size_t size)
     void *p = tc->heads[cls];
     if (FA_UNLIKELY(p == NULL))
         return fa__api_alloc_slow(size, cls);
-    tc->heads[cls] = fa__fl_next(p);
+    tc->heads[cls] = fa__fl_next_of(p, (unsigned)cls);
     FA_COUNT_ALLOC(tc, cls);
     fa__fl_hand_out(p, fa__classes[cls].size);
     return p;

@@ -19,32 +19,31 @@ void fa__fl_corrupt(const void *b, const char *what)
               what, cls != 0 ? fa__classes[cls].size : 0, b);
 }
 
-/* Words 2.. of the first and last 256 bytes: a write after free lands
- * most often in a structure's first fields, an overflow from the block
- * below in its first, one from above... never; a tail check catches a
- * write through a stale pointer to the end of an array. */
-#define CHECKED_BYTES 256
+/* The bytes checked at hand-out: a write after free lands most often in a
+ * structure's first fields, and an overflow from the block below in the
+ * first bytes; a write through a stale pointer to an array's end, in the
+ * last.  The middle of a block above 192 bytes is zeroed but not checked:
+ * checking it all cost a 1 KiB malloc+free 250 instructions. */
+#define HEAD_BYTES 128
+#define TAIL_BYTES 64
 
-static bool zero_words(const uintptr_t *w, size_t n)
+typedef uint64_t vec2 __attribute__((vector_size(16), may_alias));
+
+/* Whether [p, p + n) is zero; p is 16-byte aligned, n a multiple of 16. */
+static bool zero16(const char *p, size_t n)
 {
-    uintptr_t any = 0;
-    for (size_t i = 0; i < n; i++)
-        any |= w[i];
-    return any == 0;
+    vec2 acc = {0, 0};
+    for (size_t i = 0; i < n; i += 16)
+        acc |= *(const vec2 *)(p + i);
+    return (acc[0] | acc[1]) == 0;
 }
 
 void fa__fl_check_scrubbed(const void *b, size_t size)
 {
-    const uintptr_t *w = b;
-    size_t words = size / sizeof(uintptr_t);
-    bool ok;
-    if (size <= 2 * CHECKED_BYTES) {
-        ok = zero_words(w + 2, words - 2);
-    } else {
-        size_t k = CHECKED_BYTES / sizeof(uintptr_t);
-        ok = zero_words(w + 2, k - 2) && zero_words(w + words - k, k);
-    }
-    if (FA_UNLIKELY(!ok))
+    const char *c = b;
+    size_t head = size < HEAD_BYTES ? size : HEAD_BYTES;
+    size_t tail = size > head + TAIL_BYTES ? size - TAIL_BYTES : head;
+    if (FA_UNLIKELY(!zero16(c + 16, head - 16) || !zero16(c + tail, size - tail)))
         fa__fatal("fastalloc: heap corruption: the free %zu-byte block at %p was written after it was "
                   "freed",
                   size, b);

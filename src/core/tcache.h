@@ -127,7 +127,7 @@ FA_INLINE void *fa__tc_refill(unsigned cls)
     s->freelist = NULL;
     s->used = carved + 1;
     FA_COUNT_ADD(tc->n.allocs[cls], 1);
-    tc->heads[cls] = fa__fl_next(p);
+    tc->heads[cls] = fa__fl_next_of(p, cls);
     return p;
 }
 void fa__tc_free_slow(void *p) FA_HIDDEN;
