@@ -7,19 +7,42 @@
 # fastalloc (its own diagnostics, a warning from the program) is a
 # difference.  A missing program is a failure, not a skip.
 #
-# usage: run_programs.sh /path/to/libfastalloc.so
+# usage: run_programs.sh [--full] LIBRARY...
+#
+# Each library is tried in turn against the same runs without it, made
+# once.
+# --full is CI's size (.ci/run, for the default and the hardened library):
+# sqlite3 builds and queries 500,000 indexed rows instead of 20,000, gcc
+# compiles 1,500 generated functions instead of 300, and two more programs
+# run: python3's own regression tests (json, dict, list, set, unicode, re,
+# gc, threading, collections), whose verdicts must agree, and redis-server on
+# a Unix socket under redis-benchmark, whose dataset digests must agree.
+# Each fastalloc run writes its statistics (FASTALLOC_STATS, one file per
+# process), and the script prints how many allocations each program made.
 set -eu
 
-lib=${1:?usage: run_programs.sh /path/to/libfastalloc.so}
-case $lib in /*) ;; *) lib=$(pwd)/$lib ;; esac
-if [ ! -f "$lib" ]; then
-    echo "FAIL: $lib does not exist"
-    exit 1
+full=0
+if [ "${1:-}" = --full ]; then
+    full=1
+    shift
 fi
+[ $# -ge 1 ] || { echo "usage: run_programs.sh [--full] LIBRARY..." >&2; exit 2; }
+# Absolute paths, before any cd.
+libs=""
+for lib in "$@"; do
+    case $lib in /*) ;; *) lib=$(pwd)/$lib ;; esac
+    if [ ! -f "$lib" ]; then
+        echo "FAIL: $lib does not exist"
+        exit 1
+    fi
+    libs="$libs $lib"
+done
 
-for prog in python3 sqlite3 git gcc cmp; do
+progs="python3 sqlite3 git gcc cmp"
+[ $full -eq 1 ] && progs="$progs redis-server redis-cli redis-benchmark"
+for prog in $progs; do
     if ! command -v "$prog" >/dev/null 2>&1; then
-        echo "FAIL: $prog is not installed (the test needs python3, sqlite3, git and gcc)"
+        echo "FAIL: $prog is not installed (the test needs $progs)"
         exit 1
     fi
 done
@@ -27,13 +50,34 @@ done
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fa-programs.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 failed=0
+mkdir "$tmp/stats"
 
-# run NAME MODE CMD...: MODE is plain or fa; output to $tmp/NAME.MODE.out
+# allocs NAME: the allocations fastalloc served to NAME's processes, from
+# the statistics each wrote at exit (0 when none did).
+allocs() {
+    python3 - "$tmp/stats" "$1" <<'PY'
+import glob, json, os, sys
+n = 0
+for f in glob.glob(os.path.join(sys.argv[1], sys.argv[2] + ".*.json")):
+    try:
+        n += json.load(open(f))["allocs"]
+    except (ValueError, KeyError):
+        pass
+print(n)
+PY
+}
+
+# run NAME MODE CMD...: MODE is plain or fa; output to $tmp/NAME.MODE.out.
+# A plain run is made once, for the first library.
 run() {
     name=$1 mode=$2
     shift 2
+    if [ "$mode" = plain ] && [ -e "$tmp/$name.plain.done" ]; then
+        return 0
+    fi
     if [ "$mode" = fa ]; then
-        LD_PRELOAD="$lib" "$@" >"$tmp/$name.$mode.out" 2>"$tmp/$name.$mode.err" || {
+        FASTALLOC_STATS="json:$tmp/stats/$name.%p.json" LD_PRELOAD="$lib" "$@" \
+            >"$tmp/$name.$mode.out" 2>"$tmp/$name.$mode.err" || {
             echo "FAIL: $name under fastalloc exited with status $?"
             sed 's/^/  | /' "$tmp/$name.$mode.err" | tail -20
             failed=1
@@ -46,6 +90,7 @@ run() {
             failed=1
             return 1
         }
+        : >"$tmp/$name.plain.done"
     fi
 }
 
@@ -70,10 +115,16 @@ same() {
         diff "$tmp/$1.plain.out" "$tmp/$1.fa.out" | head -20 | sed 's/^/  | /'
         failed=1
     elif same_err "$1"; then
-        echo "ok: $1 ($(wc -l <"$tmp/$1.plain.out") lines identical, stderr identical)"
+        echo "ok: $1 ($(wc -l <"$tmp/$1.plain.out") lines identical, stderr identical; $(allocs "$1") allocations)"
     fi
 }
 
+# check_lib: every program under $lib, against its plain run (made once,
+# for the first library).
+check_lib() {
+rm -rf "$tmp/stats"/* "$tmp/fa.db" "$tmp/fa.git" "$tmp/fa.git.home"
+echo "== $lib"
+start=$(date +%s)
 # ---------------------------------------------------------------- preload works
 if LD_PRELOAD="$lib" cat /proc/self/maps | grep -q 'libfastalloc'; then
     echo "ok: LD_PRELOAD maps libfastalloc"
@@ -174,7 +225,7 @@ fi
 # ---------------------------------------------------------------- sqlite3
 cat >"$tmp/work.sql" <<'SQL'
 CREATE TABLE t(id INTEGER PRIMARY KEY, grp INTEGER, name TEXT, val REAL);
-WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 20000)
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ROWS)
 INSERT INTO t SELECT x, x % 97,
     'name-' || x || '-' || substr('abcdefghijklmnopqrstuvwxyz', 1 + x % 26, 1 + x % 13),
     (x * 7919 % 10007) / 7.0
@@ -183,7 +234,7 @@ CREATE INDEX t_grp ON t(grp, val);
 SELECT count(*), sum(length(name)), round(avg(val), 6), min(name), max(name) FROM t;
 SELECT grp, count(*), round(sum(val), 3), min(name), max(name) FROM t GROUP BY grp ORDER BY grp;
 SELECT id, name, val FROM t ORDER BY val DESC, id LIMIT 20;
-SELECT count(*) FROM t a JOIN t b ON a.grp = b.grp AND a.id < b.id AND b.id - a.id < 1000;
+SELECT count(*) FROM t a JOIN t b ON b.id BETWEEN a.id + 1 AND a.id + 999 AND a.grp = b.grp WHERE a.id <= 20000;
 SELECT grp, group_concat(id, ',') FROM (SELECT grp, id FROM t WHERE id % 500 = 0 ORDER BY id) GROUP BY grp ORDER BY grp;
 UPDATE t SET name = upper(name) || name WHERE id % 7 = 0;
 DELETE FROM t WHERE id % 3 = 0;
@@ -191,6 +242,9 @@ VACUUM;
 SELECT count(*), sum(length(name)) FROM t;
 SELECT substr(name, 1, 12), count(*) FROM t GROUP BY substr(name, 1, 12) ORDER BY 2 DESC, 1 LIMIT 10;
 SQL
+rows=20000
+[ $full -eq 1 ] && rows=500000
+sed -i "s/ROWS/$rows/" "$tmp/work.sql"
 run sqlite3 plain sqlite3 "$tmp/plain.db" ".read $tmp/work.sql" &&
     run sqlite3 fa sqlite3 "$tmp/fa.db" ".read $tmp/work.sql" && same sqlite3
 
@@ -235,13 +289,16 @@ run git plain sh "$tmp/git.sh" "$tmp/plain.git" &&
     run git fa sh "$tmp/git.sh" "$tmp/fa.git" && same git
 
 # ---------------------------------------------------------------- gcc
-mkdir "$tmp/cc"
+mkdir -p "$tmp/cc"
+nfunc=300
+[ $full -eq 1 ] && nfunc=1500
 {
     echo '#include <stdio.h>'
     echo '#include <stdlib.h>'
     echo '#include <string.h>'
+    echo "#define NFUNC $nfunc"
     i=0
-    while [ $i -lt 300 ]; do
+    while [ $i -lt $nfunc ]; do
         cat <<C
 static unsigned long f$i(unsigned long x)
 {
@@ -263,18 +320,18 @@ static int cmp(const void *a, const void *b)
 }
 int main(void)
 {
-    unsigned long acc = 0, v[300];
+    unsigned long acc = 0, v[NFUNC];
     char *s = malloc(1);
     size_t len = 0;
 C
     i=0
-    while [ $i -lt 300 ]; do
+    while [ $i -lt $nfunc ]; do
         echo "    v[$i] = f$i($i + acc); acc += v[$i];"
         i=$((i + 1))
     done
     cat <<'C'
-    qsort(v, 300, sizeof v[0], cmp);
-    for (int i = 0; i < 300; i += 10) {
+    qsort(v, NFUNC, sizeof v[0], cmp);
+    for (int i = 0; i < NFUNC; i += 10) {
         char buf[32];
         int n = snprintf(buf, sizeof buf, "%lu ", v[i]);
         s = realloc(s, len + (size_t)n + 1);
@@ -292,7 +349,7 @@ if run gcc-compile plain gcc -O2 -g -Wall -c prog.c -o plain.o &&
     run gcc-compile fa gcc -O2 -g -Wall -c prog.c -o fa.o; then
     same_err gcc-compile || :  # noted in $failed; the checks below still run
     if cmp -s plain.o fa.o; then
-        echo "ok: gcc -O2 object files are byte-identical"
+        echo "ok: gcc -O2 object files are byte-identical; $(allocs gcc-compile) allocations"
     else
         echo "FAIL: gcc -O2 produced a different object file under fastalloc"
         failed=1
@@ -305,6 +362,97 @@ if run gcc-compile plain gcc -O2 -g -Wall -c prog.c -o plain.o &&
     fi
 fi
 cd /
+
+# ---------------------------------------------------------------- python3's regression tests
+# Debian's python3 (/usr/bin, with libpython3.X-testsuite) runs its own
+# tests in one process (no -j: the statistics count that process).  The
+# verdicts must agree: the result line and the count of tests that passed,
+# failed or were skipped; timings differ, so the rest of the output is not
+# compared.
+if [ $full -eq 1 ]; then
+    py=/usr/bin/python3
+    pytests="test_json test_dict test_list test_set test_unicode test_re test_gc test_threading test_collections"
+    verdict() {
+        grep -E '^(== Tests result|All [0-9]+ tests OK|[0-9]+ tests? (OK|failed|skipped|altered))' "$1" || :
+    }
+    # shellcheck disable=SC2086
+    if run pytests plain env PYTHONHASHSEED=0 PYTHONMALLOC=malloc $py -m test $pytests &&
+        run pytests fa env PYTHONHASHSEED=0 PYTHONMALLOC=malloc $py -m test $pytests; then
+        verdict "$tmp/pytests.plain.out" >"$tmp/pytests.plain.v"
+        verdict "$tmp/pytests.fa.out" >"$tmp/pytests.fa.v"
+        if ! grep -q 'Tests result: SUCCESS' "$tmp/pytests.plain.v"; then
+            echo "FAIL: python3's tests fail without fastalloc:"
+            sed 's/^/  | /' "$tmp/pytests.plain.out" | tail -20
+            failed=1
+        elif ! cmp -s "$tmp/pytests.plain.v" "$tmp/pytests.fa.v"; then
+            echo "FAIL: python3's tests give another verdict under fastalloc:"
+            diff "$tmp/pytests.plain.v" "$tmp/pytests.fa.v" | sed 's/^/  | /'
+            failed=1
+        else
+            echo "ok: python3's regression tests ($pytests): $(tr '\n' ' ' <"$tmp/pytests.fa.v")under both; $(allocs pytests) allocations"
+        fi
+    fi
+fi
+
+# ---------------------------------------------------------------- redis
+# redis-server on a Unix socket, under redis-benchmark: a bounded run of
+# its commands, then the dataset's digest (DEBUG DIGEST), which must be the
+# same with and without fastalloc.  Debian's redis links jemalloc; under
+# the preload its malloc, calloc, realloc, free and malloc_usable_size are
+# fastalloc's, which the server's memory map must show.
+redis_run() {
+    mode=$1
+    sock=$tmp/redis.$mode.sock
+    if [ "$mode" = fa ]; then
+        FASTALLOC_STATS="json:$tmp/stats/redis.%p.json" LD_PRELOAD="$lib" redis-server --port 0 \
+            --unixsocket "$sock" --save '' --appendonly no --enable-debug-command yes \
+            >"$tmp/redis.$mode.log" 2>&1 &
+    else
+        redis-server --port 0 --unixsocket "$sock" --save '' --appendonly no --enable-debug-command yes \
+            >"$tmp/redis.$mode.log" 2>&1 &
+    fi
+    pid=$!
+    i=0
+    while [ ! -S "$sock" ] && [ $i -lt 100 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    if [ "$mode" = fa ] && ! grep -q libfastalloc "/proc/$pid/maps"; then
+        echo "FAIL: redis-server does not map libfastalloc under the preload"
+        failed=1
+    fi
+    redis-benchmark -s "$sock" -n 20000 -c 8 -d 300 -q \
+        -t set,get,incr,lpush,rpush,lpop,rpop,sadd,hset,zadd,lrange_100,mset >"$tmp/redis.$mode.bench" 2>&1 || {
+        echo "FAIL: redis-benchmark ($mode) exited with status $?"
+        failed=1
+    }
+    redis-cli -s "$sock" dbsize >"$tmp/redis.$mode.out"
+    redis-cli -s "$sock" debug digest >>"$tmp/redis.$mode.out"
+    redis-cli -s "$sock" memory doctor >/dev/null
+    redis-cli -s "$sock" shutdown nosave >/dev/null 2>&1 || :
+    wait $pid || :
+}
+if [ $full -eq 1 ]; then
+    [ -e "$tmp/redis.plain.out" ] || redis_run plain
+    redis_run fa
+    if ! cmp -s "$tmp/redis.plain.out" "$tmp/redis.fa.out"; then
+        echo "FAIL: redis's dataset differs under fastalloc:"
+        diff "$tmp/redis.plain.out" "$tmp/redis.fa.out" | sed 's/^/  | /'
+        failed=1
+    elif [ "$(sed -n 1p "$tmp/redis.fa.out")" -lt 5 ]; then
+        echo "FAIL: redis holds $(sed -n 1p "$tmp/redis.fa.out") keys after the benchmark"
+        failed=1
+    else
+        echo "ok: redis-server under redis-benchmark ($(grep -c 'requests per second' "$tmp/redis.fa.bench") commands, 20,000 requests each): dataset digests agree; $(allocs redis) allocations"
+    fi
+fi
+
+echo "($lib: $(($(date +%s) - start)) s, with the runs without it where they were made)"
+}
+
+for lib in $libs; do
+    check_lib
+done
 
 if [ $failed -ne 0 ]; then
     echo "run_programs: FAILED"

@@ -69,7 +69,8 @@ const struct fa__option_def fa__option_defs[] = {
      .off = FIELD(secure), .startup_only = true},
     {.name = "stats", .env = "FASTALLOC_STATS", .type = FA_OPT_TEXT, .min = 0, .max = 1,
      .words = {"1", "json:"}, .value = 0, .dflt = "0",
-     .doc = "`1`: print statistics to stderr at exit; `json:PATH`: write them to PATH as JSON",
+     .doc = "`1`: print statistics to stderr at exit; `json:PATH`: write them to PATH as JSON "
+            "(`%p` in PATH: the process id, so that each process of a pipeline writes its own)",
      .off = FIELD(stats), .startup_only = true},
     {.name = "trace", .env = "FASTALLOC_TRACE", .type = FA_OPT_TEXT, .min = 0, .max = 1,
      .words = {NULL, ""}, .value = 0, .dflt = "0",

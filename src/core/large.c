@@ -27,7 +27,9 @@ void *fa__large_alloc(size_t size, size_t align, bool zero)
     if (zero && !s->zeroed)
         memset((void *)s->start, 0, npages * FA_PAGE_SIZE);
     s->zeroed = 0;
-    if (FA_SECURE && !fa__os_guard((void *)(s->start + npages * FA_PAGE_SIZE), FA_PAGE_SIZE)) {
+    /* The span's last page: the page heap may have handed out more pages
+     * than were asked for. */
+    if (FA_SECURE && !fa__os_guard((void *)(s->start + fa__large_size(s)), FA_PAGE_SIZE)) {
         fa__ph_free(s);
         errno = ENOMEM;
         return NULL;

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 _Static_assert(FA_NUM_CLASSES - 1 <= FA_STATS_MAX_CLASSES, "fa_stats_t has room for every class");
 
@@ -206,12 +207,21 @@ __attribute__((destructor)) static void stats_at_exit(void)
         fa__stats_print(stderr, 0, &s);
         return;
     }
-    FILE *f = fopen(fa__opt.stats.text, "w");
+    /* %p is the process id: a program that forks or execs (a compiler
+     * driver, git) then leaves one file per process. */
+    char path[sizeof fa__opt.stats.text + 16];
+    const char *pct = strstr(fa__opt.stats.text, "%p");
+    if (pct != NULL)
+        snprintf(path, sizeof path, "%.*s%ld%s", (int)(pct - fa__opt.stats.text), fa__opt.stats.text,
+                 (long)getpid(), pct + 2);
+    else
+        snprintf(path, sizeof path, "%s", fa__opt.stats.text);
+    FILE *f = fopen(path, "w");
     if (f == NULL) {
-        fa__diag("fastalloc: FASTALLOC_STATS: cannot write %s: %s", fa__opt.stats.text, strerror(errno));
+        fa__diag("fastalloc: FASTALLOC_STATS: cannot write %s: %s", path, strerror(errno));
         return;
     }
     if (fa__stats_print(f, FA_STATS_JSON, &s) != 0)
-        fa__diag("fastalloc: FASTALLOC_STATS: cannot write %s: %s", fa__opt.stats.text, strerror(errno));
+        fa__diag("fastalloc: FASTALLOC_STATS: cannot write %s: %s", path, strerror(errno));
     fclose(f);
 }
