@@ -236,17 +236,19 @@ static int child_overflow(const char *how, size_t n)
     bool over = strcmp(how, "over") == 0;
     if (n > LARGE) {
         /* Every usable byte of large blocks of many sizes, on pages other
-         * blocks had, is writable: the guard is past them all. */
+         * blocks had, is writable: the guard is past them all.  (Hidden
+         * from the compiler, whose _FORTIFY_SOURCE=3 bounds a block by the
+         * size asked for.) */
         for (size_t k = 1; k <= 40; k++) {
-            char *q = fa_malloc(n / 2 + k * 12345);
-            char *r = fa_malloc(n / 3 + k * 54321);
+            char *q = opaque_ptr(fa_malloc(n / 2 + k * 12345));
+            char *r = opaque_ptr(fa_malloc(n / 3 + k * 54321));
             memset(q, 1, fa_malloc_usable_size(q));
             memset(r, 1, fa_malloc_usable_size(r));
             fa_free(q);
             if (k % 3 != 0)
                 fa_free(r);
         }
-        char *p = fa_malloc(n);
+        char *p = opaque_ptr(fa_malloc(n));
         memset(p, 1, fa_malloc_usable_size(p));
         printf("usable bytes written\n");
         fflush(stdout);
