@@ -51,9 +51,9 @@ FA_INLINE void *fa__do_malloc(size_t size)
 {
     size_t cls; /* the table's byte, zero-extended: indexes heads[] as it is */
     if (FA_LIKELY(size <= FA_SMALL_TABLE_MAX))
-        cls = fa__class_small[size];
+        cls = __atomic_load_n(&fa__class_small[size], __ATOMIC_RELAXED); /* sizeclass.h */
     else if (FA_LIKELY(size <= FA_MAX_SMALL))
-        cls = fa__class_large[(size + 127) >> 7];
+        cls = __atomic_load_n(&fa__class_large[(size + 127) >> 7], __ATOMIC_RELAXED);
     else
         return fa__api_alloc_large(size, 0, false);
     struct fa__tcache *tc = fa__tls_cache;

@@ -63,14 +63,14 @@ void fa__sizeclass_init(void)
     for (size_t size = 0; size <= FA_SMALL_TABLE_MAX; size++) {
         while (fa__classes[k].size < size)
             k++;
-        fa__class_small[size] = (uint8_t)k;
+        __atomic_store_n(&fa__class_small[size], (uint8_t)k, __ATOMIC_RELAXED); /* sizeclass.h */
     }
     k = 1;
     for (size_t i = 0; i <= FA_MAX_SMALL / 128; i++) {
         size_t size = i * 128;
         while (fa__classes[k].size < size)
             k++;
-        fa__class_large[i] = (uint8_t)k;
+        __atomic_store_n(&fa__class_large[i], (uint8_t)k, __ATOMIC_RELAXED);
     }
 }
 

@@ -19,6 +19,12 @@
  * took 129 bytes) saves malloc's fast path the round-up and the shift: two
  * of the instructions that free's checks cost (SECURITY.md). */
 #define FA_SMALL_TABLE_MAX 1024
+/* Both tables are read without a lock, by threads whose first malloc runs
+ * while another thread fills them at start-up: a byte not yet written is 0,
+ * which sends the call to the slow path, where start-up waits; one already
+ * written names a class whose heads[] the thread cannot have yet, which
+ * does the same.  The bytes are read and written as relaxed atomics, the
+ * same single moves, so that ThreadSanitizer knows the race is meant. */
 extern uint8_t fa__class_small[FA_SMALL_TABLE_MAX + 1] FA_HIDDEN;
 extern uint8_t fa__class_large[FA_MAX_SMALL / 128 + 1] FA_HIDDEN;
 
@@ -41,8 +47,8 @@ void fa__sizeclass_init(void) FA_HIDDEN;
 FA_INLINE unsigned fa__size_to_class(size_t size)
 {
     if (FA_LIKELY(size <= FA_SMALL_TABLE_MAX))
-        return fa__class_small[size];
-    return fa__class_large[(size + 127) >> 7];
+        return __atomic_load_n(&fa__class_small[size], __ATOMIC_RELAXED);
+    return __atomic_load_n(&fa__class_large[(size + 127) >> 7], __ATOMIC_RELAXED);
 }
 
 /* Smallest class whose blocks are at least size bytes and, given that spans
