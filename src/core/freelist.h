@@ -57,22 +57,8 @@ void fa__fl_check_scrubbed(const void *b, size_t size) FA_HIDDEN;
 #endif
 void fa__fl_init(void) FA_HIDDEN;
 
-/* The block after b on its list (NULL at the end). */
-FA_INLINE void *fa__fl_next(void *b)
-{
-#if FA_SECURE
-    uintptr_t n = *(uintptr_t *)b ^ fa__fl_key[0] ^ ((uintptr_t)b >> 4);
-    if (FA_UNLIKELY(n % FA_MIN_ALIGN != 0) ||
-        (n != 0 && FA_UNLIKELY(fa__pm_class(n) != fa__pm_class((uintptr_t)b))))
-        fa__fl_corrupt(b, "link");
-    return (void *)n;
-#else
-    return *(void **)b;
-#endif
-}
-
-/* The block after b, a block of class cls, on its list: fa__fl_next, with
- * one page-map lookup fewer in the hardened build. */
+/* The block after b, a block of class cls, on its list (NULL at the end).
+ * The hardened build checks that it is a block of the same class. */
 FA_INLINE void *fa__fl_next_of(void *b, unsigned cls)
 {
 #if FA_SECURE
@@ -86,6 +72,16 @@ FA_INLINE void *fa__fl_next_of(void *b, unsigned cls)
 #endif
 }
 
+/* The block after b on its list (NULL at the end). */
+FA_INLINE void *fa__fl_next(void *b)
+{
+#if FA_SECURE
+    return fa__fl_next_of(b, fa__pm_class((uintptr_t)b));
+#else
+    return *(void **)b;
+#endif
+}
+
 /* Make next follow b. */
 FA_INLINE void fa__fl_set_next(void *b, void *next)
 {
@@ -94,16 +90,6 @@ FA_INLINE void fa__fl_set_next(void *b, void *next)
 #else
     *(void **)b = next;
 #endif
-}
-
-/* The check a free makes before its block joins a list (*head is the
- * list's first block): none in this build.  A hardened or debug build
- * checks here for a block pushed twice in a row and for a link that
- * points outside the block's span. */
-FA_INLINE void fa__fl_check_push(void *const *head, const void *b)
-{
-    (void)head;
-    (void)b;
 }
 
 /* Mark b, a block of the span whose record is at key, free. */
@@ -172,7 +158,6 @@ FA_INLINE void fa__fl_hand_out(void *b, size_t size)
 /* Push b on the list at *head. */
 FA_INLINE void fa__fl_push(void **head, void *b)
 {
-    fa__fl_check_push(head, b);
     fa__fl_set_next(b, *head);
     *head = b;
 }

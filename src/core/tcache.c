@@ -903,7 +903,7 @@ static bool seen_free(struct fa__tcache *tc, struct fa__span *s, const void *p)
         return false;
     /* Past the blocks cut: a span whose blocks all came back starts over
      * (keep), and its blocks are free without being on a list. */
-    if (((a - s->start) * ci->recip) >> 42 >= s->carved)
+    if (fa__tc_block_index(s, a) >= s->carved)
         return true;
     if (list_has(s->freelist, p, ci->objs, ci->size))
         return true;

@@ -131,14 +131,18 @@ FA_INLINE void *fa__tc_refill(unsigned cls)
     return p;
 }
 void fa__tc_free_slow(void *p) FA_HIDDEN;
-/* Whether a, an address in the small span s, is the start of a block that
- * has been cut: the hardened build's check of every free. */
+/* The index in the small span s of the block that holds a; whether a is
+ * the start of a block that has been cut (the hardened build's check of
+ * every free). */
+FA_INLINE uint64_t fa__tc_block_index(const struct fa__span *s, uintptr_t a)
+{
+    return ((a - s->start) * fa__classes[s->cls].recip) >> 42;
+}
+
 FA_INLINE bool fa__tc_block_start(const struct fa__span *s, uintptr_t a)
 {
-    const struct fa__class_info *ci = &fa__classes[s->cls];
-    uint64_t off = a - s->start;
-    uint64_t q = (off * ci->recip) >> 42;
-    return q * ci->size == off && q < s->carved;
+    uint64_t q = fa__tc_block_index(s, a);
+    return q * fa__classes[s->cls].size == a - s->start && q < s->carved;
 }
 /* Stop the program: p, in the small span s, is not a block handed out
  * (fa__tc_block_start said so). */
