@@ -95,7 +95,9 @@ static void *child_thread(void *arg)
 static void child(int n)
 {
     signal(SIGALRM, SIG_DFL);
-    alarm(10); /* a deadlocked child dies of SIGALRM */
+    /* A deadlocked child dies of SIGALRM.  Its work takes a fraction of a
+     * second; a minute is reached by a hang alone, not by a loaded machine. */
+    alarm(60);
     uint64_t rng = mix64((uint64_t)n + 1000);
     enum { NB = 1000 };
     static unsigned char *p[NB];
@@ -191,7 +193,7 @@ static void timed_purge_happens(const char *who)
     fa_stats(&st);
     size_t purged0 = st.purged_total;
     fa_free(p);
-    double deadline = now_s() + 30;
+    double deadline = now_s() + 60;
     for (;;) {
         fa_stats(&st);
         if (st.dirty == 0 && st.purged_total >= purged0 + SIZE)
@@ -340,7 +342,7 @@ int main(int argc, char **argv)
             fa_free(held);
             child(n);
         }
-        wait_child(pid, n, 30);
+        wait_child(pid, n, 90); /* past the child's own minute */
         /* The parent's copy is untouched by the child's free. */
         CHECK(pat_ok(held, 100000, 4242));
     }

@@ -13,8 +13,12 @@
 #include "util.h"
 
 static long ctor_calls, dtor_calls;
-/* Under valgrind, RSS is valgrind's: only the allocator's own figures count. */
+/* Under valgrind, RSS is valgrind's: only the allocator's own figures count.
+ * valgrind also runs the test some 50 times slower (test_pool_memcheck):
+ * there, as under the sanitizers, the loops that only repeat work are cut
+ * to a size valgrind runs in seconds; every check still runs. */
 static int rss_meaningful = 1;
+static int slow = FA_TEST_SLOW;
 
 static void ctor(void *obj, void *arg)
 {
@@ -106,7 +110,7 @@ static void test_reuse_rss(void)
 {
     fa_pool_options o = {.object_size = 64, .idle_trim_ms = -1};
     fa_pool *pool = fa_pool_create(&o);
-    size_t n = FA_TEST_SLOW ? 200000 : 1000000;
+    size_t n = slow ? 200000 : 1000000;
     void **v = fa_malloc(n * sizeof *v);
     for (int round = 0; round < 3; round++) {
         for (size_t i = 0; i < n; i++) {
@@ -174,7 +178,7 @@ static void *consumer(void *p)
 static void test_cross_thread_and_exit(void)
 {
     enum { T = 8 };
-    size_t n = FA_TEST_SLOW ? 20000 : 100000;
+    size_t n = slow ? 20000 : 100000;
     size_t osize = 32;
     fa_pool_options o = {.object_size = 32, .global_pools = 3, .handover = 64, .ctor = ctor,
                          .dtor = dtor, .arg = &osize};
@@ -390,7 +394,7 @@ static void test_destroy_rss(void)
     /* Destroy returns every block, even with objects still out. */
     fa_pool_options o = {.object_size = 64, .idle_trim_ms = -1};
     fa_pool *pool = fa_pool_create(&o);
-    size_t n = (64u << 20) / 64;
+    size_t n = ((rss_meaningful ? 64u : 16u) << 20) / 64;
     size_t before = rss_bytes();
     uint64_t **v = fa_malloc(n * sizeof *v);
     for (size_t i = 0; i < n; i++) {
@@ -647,11 +651,15 @@ static void test_fork_busy(void)
     fork_pool = fa_pool_create(&o);
     pthread_t th;
     CHECK(pthread_create(&th, NULL, fork_churn, NULL) == 0);
-    for (int k = 0; k < 30; k++) {
+    int forks = slow ? 6 : 30; /* each child is a new valgrind process */
+    for (int k = 0; k < forks; k++) {
         pid_t pid = fork();
         CHECK(pid >= 0);
         if (pid == 0) {
-            alarm(10); /* a deadlock in the child fails the test, not hangs it */
+            /* A deadlock in the child fails the test, not hangs it.  The
+             * child's work takes milliseconds; two minutes is reached by a
+             * hang alone, not by valgrind on a loaded machine. */
+            alarm(120);
             void *a[1000];
             for (int i = 0; i < 1000; i++) {
                 a[i] = fa_pool_get(fork_pool);
@@ -736,6 +744,7 @@ static void test_block_handed_over_and_trimmed(void)
 int main(void)
 {
     rss_meaningful = getenv("FA_TEST_UNDER_VALGRIND") == NULL;
+    slow = FA_TEST_SLOW || !rss_meaningful;
     test_basic_and_lifo();
     test_state_kept();
     test_reuse_rss();
