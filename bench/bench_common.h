@@ -134,13 +134,29 @@ __attribute__((unused)) static long bench_rss_kib(void)
     return (long)(b / 1024);
 }
 
-/* Who served malloc: fastalloc, mimalloc, tcmalloc, jemalloc, else glibc. */
+/* Whether the fastalloc that serves this process is the hardened build:
+ * the file that defines the fa_owns calls bind to (the first in the search
+ * order: the preload) is libfastalloc-secure.so*.  Both builds answer
+ * fa_owns alike, and the bench has a column for each. */
+static inline int bench_fastalloc_is_secure(void)
+{
+    void *f = dlsym(RTLD_DEFAULT, "fa_owns");
+    Dl_info info;
+    if (f == NULL || dladdr(f, &info) == 0 || info.dli_fname == NULL)
+        return 0;
+    const char *base = strrchr(info.dli_fname, '/');
+    base = base != NULL ? base + 1 : info.dli_fname;
+    return strncmp(base, "libfastalloc-secure.so", 22) == 0;
+}
+
+/* Who served malloc: fastalloc (fastalloc-secure for the hardened build),
+ * mimalloc, tcmalloc, jemalloc, else glibc. */
 __attribute__((unused)) static const char *bench_detect_allocator(void)
 {
     const char *name = "glibc";
     void *p = malloc(64);
     if (fa_owns && fa_owns(p))
-        name = "fastalloc";
+        name = bench_fastalloc_is_secure() ? "fastalloc-secure" : "fastalloc";
     else if (mi_is_in_heap_region && mi_is_in_heap_region(p))
         name = "mimalloc";
     else if (MallocExtension_GetOwnership && MallocExtension_GetOwnership(p) == 1 /* kOwned */)

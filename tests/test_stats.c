@@ -3,12 +3,14 @@
  * bytes allocated and freed, in use, per size class, large blocks; from one
  * thread, and from four threads (with frees of each other's blocks)
  * summed after they exit.  The printed table and JSON: the JSON must parse
- * (python3's json module reads it). */
+ * (python3's json module reads it).  FASTALLOC_STATS at exit: the table, the
+ * JSON file, and a file per process with %p. */
 #define _GNU_SOURCE
 #include "check.h"
 #include "child.h"
 #include "fastalloc.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -252,15 +254,131 @@ static int case_exit(void)
     return check_done("test_stats exit");
 }
 
+/* FASTALLOC_STATS=json:PATH with %p in PATH: each process writes its own
+ * file, named with its pid.  The process run writes one, a child it forks
+ * another, and a child it forks and execs (this program again) a third;
+ * each makes blocks of a size of its own, all live at exit, and its file
+ * must count them, and not the others'. */
+enum { PID_N = 111, PID_F = 222, PID_E = 333 };
+static const size_t pid_size_n = 700, pid_size_f = 2000, pid_size_e = 5000;
+
+static void make_live(int n, size_t size)
+{
+    for (int i = 0; i < n; i++)
+        sink = fa_malloc(size);
+}
+
+static int child_pid_exec(void)
+{
+    make_live(PID_E, pid_size_e);
+    return 0;
+}
+
+static int child_pid(void)
+{
+    pid_t f = fork();
+    if (f == 0) {
+        make_live(PID_F, pid_size_f);
+        exit(0); /* exit, not _exit: the file is written by a destructor */
+    }
+    int st;
+    if (f < 0 || waitpid(f, &st, 0) != f || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return 1;
+    pid_t e = fork();
+    if (e == 0) {
+        execl(child_self(), child_self(), "pidexec", (char *)NULL);
+        _exit(127);
+    }
+    if (e < 0 || waitpid(e, &st, 0) != e || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return 1;
+    make_live(PID_N, pid_size_n);
+    printf("self=%d fork=%d exec=%d\n", (int)getpid(), (int)f, (int)e);
+    return 0;
+}
+
+static int case_pid(void)
+{
+    char dir[] = "/tmp/fa_stats_pid_XXXXXX", env[96];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(env, sizeof env, "json:%s/s.%%p.json", dir);
+    char *argv[] = {(char *)child_self(), "pidparent", NULL};
+    struct child_out r;
+    child_run(&r, stats_env, env, argv);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0 && r.err[0] == '\0', "status %#x: %s%s", r.status,
+           r.out, r.err);
+    int self = 0, f = 0, e = 0;
+    const char *ids = strstr(r.out, "self=");
+    CHECKF(ids != NULL && sscanf(ids, "self=%d fork=%d exec=%d", &self, &f, &e) == 3, "%s", r.out);
+    /* Exactly the three files, each named with its process's pid. */
+    char want[3][32], names[512] = "";
+    snprintf(want[0], sizeof want[0], "s.%d.json", self);
+    snprintf(want[1], sizeof want[1], "s.%d.json", f);
+    snprintf(want[2], sizeof want[2], "s.%d.json", e);
+    DIR *d = opendir(dir);
+    CHECK(d != NULL);
+    int found = 0, files = 0;
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        if (de->d_name[0] == '.')
+            continue;
+        files++;
+        size_t len = strlen(names);
+        snprintf(names + len, sizeof names - len, " %s", de->d_name);
+        for (int i = 0; i < 3; i++)
+            found += strcmp(de->d_name, want[i]) == 0;
+    }
+    closedir(d);
+    CHECKF(files == 3 && found == 3, "in %s:%s; expected %s %s %s", dir, names, want[0], want[1], want[2]);
+    /* Each parses; its own blocks are there, live, and the others' not. */
+    static const char script[] =
+        "import json, sys\n"
+        "d, procs = sys.argv[1], [tuple(map(int, a.split(','))) for a in sys.argv[2:]]\n"
+        "def cls(j, size):\n"
+        "    return min((c for c in j['classes'] if c['size'] >= size), key=lambda c: c['size'])\n"
+        "for pid, size, n in procs:\n"
+        "    j = json.load(open('%s/s.%d.json' % (d, pid)))\n"
+        "    assert j['allocs'] >= n and j['frees'] <= j['allocs'] and j['in_use_blocks'] >= n, (pid, j)\n"
+        "    c = cls(j, size)\n"
+        "    assert c['in_use_blocks'] >= n and c['allocs'] >= n, (pid, c)\n"
+        "    for opid, osize, on in procs:\n"
+        "        if opid != pid:\n"
+        "            c = cls(j, osize)\n"
+        "            assert c['in_use_blocks'] < on, ('blocks of process %d' % opid, pid, c)\n"
+        "print('parsed', len(procs))\n";
+    char proc[3][64];
+    snprintf(proc[0], sizeof proc[0], "%d,%zu,%d", self, pid_size_n, PID_N);
+    snprintf(proc[1], sizeof proc[1], "%d,%zu,%d", f, pid_size_f, PID_F);
+    snprintf(proc[2], sizeof proc[2], "%d,%zu,%d", e, pid_size_e, PID_E);
+    char *pargv[] = {"python3", "-c", (char *)script, dir, proc[0], proc[1], proc[2], NULL};
+    child_run(&r, NULL, NULL, pargv);
+    for (int i = 0; i < 3; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s", dir, want[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+    if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 127) {
+        printf("SKIP: python3 is not installed\n");
+        return 77;
+    }
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0 && strstr(r.out, "parsed 3") != NULL,
+           "the JSON files: %s%s", r.out, r.err);
+    return check_done("test_stats pid");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "child") == 0)
         return child_exit();
+    if (argc == 2 && strcmp(argv[1], "pidparent") == 0)
+        return child_pid();
+    if (argc == 2 && strcmp(argv[1], "pidexec") == 0)
+        return child_pid_exec();
     static const struct check_case cases[] = {
         {"one", case_one},
         {"threads", case_threads},
         {"print", case_print},
         {"exit", case_exit},
+        {"pid", case_pid},
     };
     return check_run_case("test_stats", cases, sizeof cases / sizeof cases[0], argc, argv);
 }

@@ -4,7 +4,8 @@
  * `fastalloc-trace stat` must count exactly those calls, and `dump` must
  * list them.  Then the reader against damage: the trace cut at every
  * record boundary and with bytes flipped at random must each get one
- * error line with a byte offset and exit status 1, never a crash. */
+ * error line with a byte offset and exit status 1, never a crash.  A forked
+ * child and an exec'd one each write a trace of their own, PATH.PID. */
 #define _GNU_SOURCE
 #include "check.h"
 #include "child.h"
@@ -395,18 +396,96 @@ static int case_fork(void)
     return check_done("test_trace fork");
 }
 
+/* A child that the traced process forks and execs (this program again,
+ * as a compiler driver runs its passes) is a new process that finds PATH
+ * held by its parent: it writes PATH.PID, its own calls only. */
+enum { EXEC_FREED = 55, EXEC_LIVE = 11 };
+
+static int child_exec_child(void)
+{
+    for (int i = 0; i < EXEC_FREED; i++)
+        fa_free(fa_malloc(34567));
+    static void *live[EXEC_LIVE];
+    for (int i = 0; i < EXEC_LIVE; i++)
+        live[i] = fa_malloc(34568);
+    return live[0] != NULL ? 0 : 1;
+}
+
+static int child_exec_parent(void)
+{
+    void *a = fa_malloc(12345);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(child_self(), child_self(), "execchild", (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid)
+        return 1;
+    printf("child=%d\n", (int)pid);
+    fa_free(a);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
+
+static int case_exec(void)
+{
+    snprintf(trace_path, sizeof trace_path, "/tmp/fa_trace_%d", (int)getpid());
+    char *argv[] = {(char *)child_self(), "execparent", NULL};
+    struct child_out r;
+    child_run(&r, trace_env, trace_path, argv);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0 && r.err[0] == '\0', "status %#x: %s", r.status,
+           r.err);
+    int pid = 0;
+    CHECK(sscanf(strstr(r.out, "child=") ? strstr(r.out, "child=") : "", "child=%d", &pid) == 1 && pid > 0);
+    char own[96];
+    snprintf(own, sizeof own, "%s.%d", trace_path, pid);
+    unsigned long a, f;
+    char *pargv[] = {FA_TRACE_TOOL, "stat", trace_path, NULL};
+    child_run(&r, NULL, NULL, pargv);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "parent's trace: %s", r.err);
+    CHECKF(size_row(r.out, 12345, &a, &f) && a == 1 && f == 1 && !size_row(r.out, 34567, &a, &f) &&
+               !size_row(r.out, 34568, &a, &f),
+           "parent:\n%s", r.out);
+    char *cargv[] = {FA_TRACE_TOOL, "stat", own, NULL};
+    child_run(&r, NULL, NULL, cargv);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "child's trace %s: %s", own, r.err);
+    /* The child's own process: its pid and command line in the header, its
+     * calls counted exactly, nothing of its parent's. */
+    char pid_line[32];
+    snprintf(pid_line, sizeof pid_line, "\npid       %d\n", pid);
+    CHECKF(strstr(r.out, pid_line) != NULL && strstr(r.out, " execchild") != NULL, "child's header:\n%s", r.out);
+    CHECKF(size_row(r.out, 34567, &a, &f) && a == EXEC_FREED && f == EXEC_FREED && size_row(r.out, 34568, &a, &f) &&
+               a == EXEC_LIVE && f == 0 && !size_row(r.out, 12345, &a, &f) &&
+               strstr(r.out, ", 0 of blocks from before") != NULL,
+           "child:\n%s", r.out);
+    /* Its totals: the C library may add a call or two at start-up. */
+    unsigned long ops[5];
+    ops_of(r.out, "ops      ", ops);
+    CHECKF(ops[0] >= EXEC_FREED + EXEC_LIVE && ops[0] <= EXEC_FREED + EXEC_LIVE + 4 && ops[4] >= EXEC_FREED &&
+               ops[4] <= EXEC_FREED + 4,
+           "child:\n%s", r.out);
+    unlink(own);
+    unlink(trace_path);
+    return check_done("test_trace exec");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "record") == 0)
         return child_record();
     if (argc == 2 && strcmp(argv[1], "forkchild") == 0)
         return child_fork();
+    if (argc == 2 && strcmp(argv[1], "execparent") == 0)
+        return child_exec_parent();
+    if (argc == 2 && strcmp(argv[1], "execchild") == 0)
+        return child_exec_child();
     static const struct check_case cases[] = {
         {"stat", case_stat},
         {"damage", case_damage},
         {"replay", case_replay},
         {"tools", case_tools},
         {"fork", case_fork},
+        {"exec", case_exec},
     };
     return check_run_case("test_trace", cases, sizeof cases / sizeof cases[0], argc, argv);
 }
