@@ -10,6 +10,8 @@
 #
 # Each scenario starts from the same untouched base (debootstrap runs once
 # and is kept as a tarball), so that what one installs cannot help the other.
+# Two runs may share a --work folder, one scenario each, at the same time
+# (each on a root of its own): that is also `make test` twice at once.
 # Each step's time is printed, and a summary at the end; the exit status is
 # non-zero if any step failed.
 #
@@ -68,7 +70,7 @@ timed() {
         line="FAILED: $name (exit status $rc, $secs s)"
         failed=1
     fi
-    echo "-- $line"
+    echo "=> $line"
     summary="$summary$line
 "
     return $rc
@@ -95,13 +97,16 @@ unmount_all() {
     done
     mounted=""
 }
+made=""
 cleanup() {
     unmount_all
     if [ $keep -eq 0 ]; then
-        for s in readme ci; do
-            # only once nothing is mounted there: rm must not reach /dev
-            if ! grep -q " $work/root-$s/" /proc/mounts; then
-                rm -rf "$work/root-$s"
+        # The roots this run made (another run may use the same --work for
+        # another scenario), and only once nothing is mounted there: rm must
+        # not reach this machine's /dev.
+        for r in $made; do
+            if ! grep -q " $r/" /proc/mounts; then
+                rm -rf "$r"
             fi
         done
     fi
@@ -117,6 +122,7 @@ new_root() {
     unmount_all
     rm -rf "$root"
     mkdir -p "$root"
+    made="$made $root"
     tar -C "$root" -xf "$base"
     cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || :
     printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
