@@ -1,10 +1,11 @@
 /* Object pool under concurrency: threads get, put their own objects, and
  * pass objects to other threads through mailboxes (remote puts into blocks
  * whose owner is alive, exiting or gone), while threads come and go and a
- * trimmer calls fa_pool_trim.  Every object carries its holder's stamp in
- * all its words: an object handed out twice, or reused while held, breaks a
- * stamp.  At the end the pool's counts must balance, and the ctor and dtor
- * counts must match. */
+ * trimmer calls fa_pool_trim (each generation waits for one of its trims,
+ * so that trims and workers overlap on any machine).  Every object carries
+ * its holder's stamp in all its words: an object handed out twice, or
+ * reused while held, breaks a stamp.  At the end the pool's counts must
+ * balance, and the ctor and dtor counts must match. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -20,6 +21,8 @@ enum { WORDS = 6, SIZE = WORDS * 8, MAILBOXES = 8, SLOTS = 1024 };
 static fa_pool *pool;
 static long ctors, dtors;
 static int stop;
+/* fa_pool_trim calls the trimmer thread has finished. */
+static unsigned long trimmer_trims;
 
 static void ctor(void *obj, void *arg)
 {
@@ -61,7 +64,23 @@ struct worker {
     uint64_t rng;
     uint64_t id;
     long ops;
+    int wait_trim; /* halfway through, wait for a whole trim */
 };
+
+/* Wait until the trimmer has begun and finished a trim after this call:
+ * one trim at least runs while this worker, halfway through its run, holds
+ * its objects, however the threads are scheduled.  The trimmer trims every
+ * 2 ms; only a trimmer that hangs takes two minutes. */
+static void wait_for_a_trim(void)
+{
+    unsigned long t0 = __atomic_load_n(&trimmer_trims, __ATOMIC_ACQUIRE);
+    double start = now_s();
+    while (__atomic_load_n(&trimmer_trims, __ATOMIC_ACQUIRE) < t0 + 2) {
+        CHECKF(now_s() - start < 120, "no trim finished in %.0f s", now_s() - start);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
 
 static void *work(void *arg)
 {
@@ -70,6 +89,8 @@ static void *work(void *arg)
     uint64_t *held[HELD] = {0};
     uint64_t stamps[HELD];
     for (long op = 0; op < w->ops; op++) {
+        if (w->wait_trim && op == w->ops / 2)
+            wait_for_a_trim();
         uint64_t r = rng_next(&w->rng);
         size_t i = r % HELD;
         switch ((r >> 16) % 8) {
@@ -157,6 +178,7 @@ static void *trimmer(void *arg)
     (void)arg;
     while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
         fa_pool_trim(pool);
+        __atomic_add_fetch(&trimmer_trims, 1, __ATOMIC_RELEASE);
         fa_pool_stats_t st;
         fa_pool_stats(pool, &st);
         struct timespec ts = {0, 2 * 1000000};
@@ -185,7 +207,7 @@ int main(void)
         pthread_t th[T];
         struct worker w[T];
         for (int t = 0; t < T; t++) {
-            w[t] = (struct worker){.rng = mix64(id), .id = id, .ops = ops};
+            w[t] = (struct worker){.rng = mix64(id), .id = id, .ops = ops, .wait_trim = t == 0};
             id++;
             CHECK(pthread_create(&th[t], NULL, work, &w[t]) == 0);
         }
@@ -209,7 +231,13 @@ int main(void)
      * objects add up to what the ctor built minus what trims destroyed. */
     CHECKF(st.free_local + st.free_global == (size_t)(ctors - dtors), "free %zu + %zu, built %ld - %ld",
            st.free_local, st.free_global, ctors, dtors);
-    CHECK(st.trims > 0);
+    /* Each generation saw a trim of the trimmer's while it ran, and every
+     * fa_pool_trim call is counted (the idle trims that released memory
+     * come on top). */
+    unsigned long made = __atomic_load_n(&trimmer_trims, __ATOMIC_ACQUIRE);
+    CHECKF(made >= (unsigned long)generations, "the trimmer trimmed %lu times over %d generations", made,
+           generations);
+    CHECKF(st.trims >= made, "%llu trims counted, the trimmer made %lu", st.trims, made);
     /* All free now: a trim from here (the main thread's own blocks handed
      * over first) leaves nothing. */
     fa_pool_trim(pool);
