@@ -3,18 +3,34 @@
  * work is done twice: if remotely freed blocks were not reusable, the second
  * pass would need as much new memory as the first allocated in total (GiBs).
  * What the allocator mapped from the OS (fa_stats) shows it; the resident set
- * would not be a fair measure, as free pages are purged on a timer.  At the
- * end every block is free: after fa_trim() no span may be left in use beyond
- * what was before the passes, or remotely freed blocks were lost. */
+ * would not be a fair measure of that, as free pages are purged on a timer.
+ * At the end every block is free: after fa_trim() no span may be left in use
+ * beyond what was before the passes, or remotely freed blocks were lost, and
+ * as fa_trim() purges every free page, the resident set is back near where
+ * it was before the passes. */
 #include "check.h"
 #include "util.h"
 
 #include <fastalloc.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+
+/* Built with ThreadSanitizer (FA_TEST_SLOW is set for it too). */
+#if defined(__SANITIZE_THREAD__)
+#define TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TEST_TSAN 1
+#endif
+#endif
+#ifndef TEST_TSAN
+#define TEST_TSAN 0
+#endif
 
 #define PRODUCERS 4
 #define CONSUMERS 4
@@ -146,9 +162,17 @@ static size_t spans_in_use_after_trim(void)
 
 int main(void)
 {
+    /* The resident-set bounds count 4 KiB pages: where transparent huge
+     * pages are on for every mapping, one byte touched can make 2 MiB
+     * resident.  The allocator asks for huge pages only with its option
+     * on, which is off here. */
+    if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0)
+        printf("transparent huge pages not turned off (%s): the resident figures may be larger\n",
+               strerror(errno));
     per_producer = env_size("FA_REMOTE_BLOCKS", FA_TEST_SLOW ? 50000 : 200000);
     /* With malloc overridden, libc's own blocks. */
     size_t spans_before = spans_in_use_after_trim();
+    size_t rss_before = rss_bytes();
     pass();
     size_t map1 = mapped();
     uint64_t total = 0;
@@ -156,16 +180,23 @@ int main(void)
         total += freed_bytes[i];
     pass();
     size_t map2 = mapped();
-    printf("pass 1 moved %llu MiB: mapped %zu MiB after it, %zu MiB after pass 2 (rss %zu MiB)\n",
-           (unsigned long long)(total / MiB), map1 / MiB, map2 / MiB, rss_bytes() / MiB);
-    /* Each pass moves far more than the heap holds: blocks were reused.  A
-     * second pass may need another growth of the heap (64 MiB each) when the
-     * queue and the caches peak together (60 -> 124 MiB seen), or two, but
-     * not a share of what it moved: losing every remote free of 512 B or
-     * less grows it by 192 MiB. */
+    printf("pass 1 moved %llu MiB: mapped %zu MiB after it, %zu MiB after pass 2\n",
+           (unsigned long long)(total / MiB), map1 / MiB, map2 / MiB);
+    /* Each pass moves far more than the heap holds (4 GiB, 1 GiB under
+     * sanitizers): blocks were reused.  The heap grows by 4, 8, 16 and
+     * 32 MiB, then 64 MiB at a time.  The first pass took 124 MiB (126
+     * once) in every run, of the default build, under ASan, and with the
+     * second core kept busy: the first 60 MiB and one step of 64.  Under
+     * ThreadSanitizer it took 60 MiB once, and the second pass the step
+     * the first had not (60 -> 124 MiB): the queue and the caches peak
+     * together in one pass or the other.  The bounds are about twice
+     * that: 256 MiB for the first pass, three steps past 60 MiB, and one
+     * step more for the second.  Losing every remote free of 512 B or less
+     * grows the first pass by 192 MiB. */
     CHECK(total > 256 * MiB);
-    CHECK(map1 < total / 4);
-    CHECKF(map2 <= map1 + 128 * MiB, "mapped grew from %zu to %zu MiB", map1 / MiB, map2 / MiB);
+    CHECKF(map1 <= 256 * MiB, "mapped %zu MiB after moving %llu MiB", map1 / MiB,
+           (unsigned long long)(total / MiB));
+    CHECKF(map2 <= map1 + 64 * MiB, "mapped grew from %zu to %zu MiB", map1 / MiB, map2 / MiB);
 
     /* The memory is reusable from a thread that took no part: a burst of
      * small blocks fits in what the passes left behind. */
@@ -184,15 +215,27 @@ int main(void)
         fa_free(b[i]);
     }
     size_t spans_after = spans_in_use_after_trim();
+    size_t rss_after = rss_bytes();
     printf("burst of %d blocks: mapped %zu -> %zu MiB; spans in use after trim %zu KiB, before the "
-           "passes %zu KiB\n", N, before / MiB, after / MiB, spans_after / KiB, spans_before / KiB);
+           "passes %zu KiB; rss %zu KiB, before the passes %zu KiB\n", N, before / MiB, after / MiB,
+           spans_after / KiB, spans_before / KiB, rss_after / KiB, rss_before / KiB);
     CHECKF(after == before, "mapped %zu -> %zu MiB", before / MiB, after / MiB);
     /* Every block is free.  A span still in use holds blocks that were lost
      * (losing one small free in 1,000 leaves 17 MiB of spans in use).  With
      * malloc overridden, libc keeps a few blocks of its own made since (the
      * stdout buffer, the TLS vectors of the thread stacks it caches), each in
-     * a span of 32 KiB or so: 1 MiB is room for 32 such spans. */
-    CHECKF(spans_after <= spans_before + 1 * MiB, "%zu KiB in spans in use after trim, %zu KiB before",
+     * a span of 32 KiB: two such spans seen (none under sanitizers, where
+     * libc's malloc is not ours); 192 KiB is room for six. */
+    CHECKF(spans_after <= spans_before + 192 * KiB, "%zu KiB in spans in use after trim, %zu KiB before",
            spans_after / KiB, spans_before / KiB);
+    /* fa_trim() gave every free page back: what stays resident is the
+     * allocator's own records and the stacks libc keeps of the threads,
+     * 1.3 MiB more than before the passes in every run (under ASan too).
+     * A purge that releases nothing leaves over 100 MiB.  ThreadSanitizer
+     * keeps shadow memory for every page the passes touched, purged or not:
+     * 270 to 290 MiB more seen there. */
+    const size_t rss_growth = TEST_TSAN ? 768 * MiB : 4 * MiB;
+    CHECKF(rss_after <= rss_before + rss_growth, "rss %zu KiB after fa_trim, %zu KiB before the passes",
+           rss_after / KiB, rss_before / KiB);
     return check_done("test_remote");
 }

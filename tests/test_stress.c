@@ -11,11 +11,25 @@
 #include "util.h"
 
 #include <fastalloc.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+
+/* Built with ThreadSanitizer (FA_TEST_SLOW is set for it too). */
+#if defined(__SANITIZE_THREAD__)
+#define TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TEST_TSAN 1
+#endif
+#endif
+#ifndef TEST_TSAN
+#define TEST_TSAN 0
+#endif
 
 #define NTHREADS 8
 #define LOCAL 128   /* blocks each thread holds */
@@ -178,11 +192,25 @@ static void *worker(void *arg)
 
 int main(void)
 {
+    /* The resident-set bounds count 4 KiB pages: where transparent huge
+     * pages are on for every mapping, one byte touched can make 2 MiB
+     * resident.  The allocator asks for huge pages only with its option
+     * on, which is off here. */
+    if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0)
+        printf("transparent huge pages not turned off (%s): the resident figures may be larger\n",
+               strerror(errno));
     ops_per_thread = env_size("FA_STRESS_OPS", FA_TEST_SLOW ? 40000 : 300000);
     for (int i = 0; i < STRIPES; i++)
         pthread_mutex_init(&stripe[i], NULL);
     /* With malloc overridden, libc's own blocks. */
     size_t spans_before = spans_in_use_after_trim();
+    /* Resident bytes after each round: 24 to 49 MiB seen, as free pages go
+     * back after the purge delay, within a round (74 MiB once, with rounds
+     * of 20,000 operations a thread, shorter than the delay).  A purge that
+     * releases nothing showed 148 to 156 MiB, and nothing else here sees
+     * it; losing one free in 100, 164 MiB.  ThreadSanitizer's shadow and
+     * runtime add 400 to 500 MiB of their own. */
+    const size_t max_rss = TEST_TSAN ? 1280 * MiB : 112 * MiB;
     size_t map[2];
     pthread_t th[NTHREADS];
     for (int round = 0; round < 2; round++) {
@@ -196,26 +224,53 @@ int main(void)
             if (shared[s].p != NULL)
                 destroy(&shared[s], &rng);
         map[round] = mapped();
+        size_t rss = rss_bytes();
         printf("round %d: %llu blocks so far, %zu MiB mapped, rss %zu MiB\n", round,
-               (unsigned long long)next_id, map[round] / MiB, rss_bytes() / MiB);
+               (unsigned long long)next_id, map[round] / MiB, rss / MiB);
+        CHECKF(rss <= max_rss, "round %d: %zu MiB resident, over %zu", round, rss / MiB, max_rss / MiB);
     }
-    /* Each round allocated far more than the heap holds, and the second did
-     * the same work with the memory the first gave back: it may need a
-     * growth or two of the heap (64 MiB each at most), but a leak of a tenth
-     * of what it allocated (GiBs) would show.  The heap grows in units of up
-     * to 64 MiB, so the first round's figure moves by that much from run to
-     * run with the threads' interleaving. */
+    /* Each round allocated far more than the heap holds (10 GiB; 1.4 GiB
+     * under sanitizers), and the second did the same work with the memory the
+     * first gave back.  The heap grows by 4, 8, 16 and 32 MiB, then 64 MiB at
+     * a time.  The first round took 188 MiB (190 in a few) in every run, of
+     * the default build, traced, under ASan, and with the second core kept
+     * busy: the first 60 MiB and two steps of 64; 124 MiB under
+     * ThreadSanitizer.  Some 20 MiB of it holds live blocks (2,048 slots of
+     * 9 KiB on average); the rest is free blocks in caches, in spans, and on
+     * their way back from other threads.  The bound, 384 MiB, is about twice
+     * that, three more steps; what the rounds need does not depend on how
+     * long they run, and neither does the bound.  Losing one free in 20 took
+     * over 500 MiB.  The second round took nothing more in any run of this
+     * length; one step is allowed for the threads' interleaving (a short run,
+     * 20,000 operations a thread, once stopped its first round at 124 MiB and
+     * took the step in its second), and losing one free in 50 in the second
+     * round alone took two or three. */
     printf("%llu MiB allocated in all\n", (unsigned long long)(alloc_bytes / MiB));
-    CHECKF(map[0] < alloc_bytes / 2 / 4 + 128 * MiB, "mapped %zu MiB for %llu MiB allocated", map[0] / MiB,
+    CHECKF(map[0] <= 384 * MiB, "mapped %zu MiB for %llu MiB allocated", map[0] / MiB,
            (unsigned long long)(alloc_bytes / 2 / MiB));
-    CHECKF(map[1] <= map[0] + 128 * MiB, "mapped grew from %zu to %zu MiB", map[0] / MiB, map[1] / MiB);
+    CHECKF(map[1] <= map[0] + 64 * MiB, "mapped grew from %zu to %zu MiB", map[0] / MiB, map[1] / MiB);
 
-    /* Everything was freed and is reusable: a burst of allocations of the
-     * same mix, from this thread, fits in it. */
     fa_stats_t st;
     fa_stats(&st);
     printf("after the rounds: %zu MiB free in spans, %zu MiB in central caches, %zu MiB in span use\n",
            st.free / MiB, st.central / MiB, st.in_spans / MiB);
+    /* Every block is free, yet spans stay cut into blocks until their
+     * remote frees are collected and the caches of the threads that owned
+     * them are scavenged or reused: 6 to 24 MiB in spans seen, 5 to 18 MiB
+     * of it free blocks in the spans the central caches list.  The bounds
+     * are about twice the most seen.  The central caches keeping spans
+     * whose blocks have all come back showed 43 to 61 MiB; exiting threads
+     * keeping their spans, 110 to 126 MiB in spans.  The page heap's free
+     * spans are what is mapped besides (less any being purged, which are
+     * off every list). */
+    CHECKF(st.central <= 36 * MiB, "%zu MiB of free blocks in the central caches", st.central / MiB);
+    CHECKF(st.in_spans <= 48 * MiB, "%zu MiB in spans cut into blocks, all of them free", st.in_spans / MiB);
+    CHECKF(st.free + st.in_spans + st.large <= st.mapped,
+           "%zu MiB free, %zu in spans, %zu large: more than the %zu MiB mapped", st.free / MiB,
+           st.in_spans / MiB, st.large / MiB, st.mapped / MiB);
+
+    /* Everything was freed and is reusable: a burst of allocations of the
+     * same mix, from this thread, fits in it. */
     size_t before = mapped(), total = 0, nb = 0;
     static struct blk burst[20000];
     uint64_t rng = 7;
@@ -232,11 +287,13 @@ int main(void)
     /* Every block is free.  A span still in use holds blocks that were lost.
      * With malloc overridden, libc keeps a few blocks of its own made since
      * (the stdout buffer, the TLS vectors of the thread stacks it caches),
-     * each in a span of 32 KiB or so: 1 MiB is room for 32 such spans. */
+     * each in a span of 32 KiB or so: 64 KiB seen, 72 KiB with a trace
+     * recorded (none under sanitizers, where libc's malloc is not ours);
+     * 192 KiB is room for six such spans. */
     size_t spans_after = spans_in_use_after_trim();
     printf("spans in use after trim: %zu KiB, before the threads %zu KiB\n", spans_after / KiB,
            spans_before / KiB);
-    CHECKF(spans_after <= spans_before + 1 * MiB, "%zu KiB in spans in use after trim, %zu KiB before",
+    CHECKF(spans_after <= spans_before + 192 * KiB, "%zu KiB in spans in use after trim, %zu KiB before",
            spans_after / KiB, spans_before / KiB);
     return check_done("test_stress");
 }
