@@ -18,18 +18,6 @@
 #include "os/os.h"
 #include "core/pageheap.h"
 
-/* Built with ThreadSanitizer (FA_TEST_SLOW is set for it too). */
-#if defined(__SANITIZE_THREAD__)
-#define TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TEST_TSAN 1
-#endif
-#endif
-#ifndef TEST_TSAN
-#define TEST_TSAN 0
-#endif
-
 static size_t map_calls(void)
 {
     return __atomic_load_n(&fa__os_map_calls, __ATOMIC_RELAXED);

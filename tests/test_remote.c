@@ -20,18 +20,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 
-/* Built with ThreadSanitizer (FA_TEST_SLOW is set for it too). */
-#if defined(__SANITIZE_THREAD__)
-#define TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TEST_TSAN 1
-#endif
-#endif
-#ifndef TEST_TSAN
-#define TEST_TSAN 0
-#endif
-
 #define PRODUCERS 4
 #define CONSUMERS 4
 #define QCAP 4096

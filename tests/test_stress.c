@@ -19,18 +19,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 
-/* Built with ThreadSanitizer (FA_TEST_SLOW is set for it too). */
-#if defined(__SANITIZE_THREAD__)
-#define TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TEST_TSAN 1
-#endif
-#endif
-#ifndef TEST_TSAN
-#define TEST_TSAN 0
-#endif
-
 #define NTHREADS 8
 #define LOCAL 128   /* blocks each thread holds */
 #define SHARED 1024 /* slots of the exchange table */

@@ -26,6 +26,19 @@
 #define FA_TEST_SLOW 0
 #endif
 
+/* Built with ThreadSanitizer (FA_TEST_SLOW is set for it too): its shadow
+ * memory stays resident, so RSS bounds are wider there. */
+#if defined(__SANITIZE_THREAD__)
+#define TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TEST_TSAN 1
+#endif
+#endif
+#ifndef TEST_TSAN
+#define TEST_TSAN 0
+#endif
+
 /* ---- patterns: byte k of a block with seed s is a fixed function of (s, k),
  * so a prefix keeps its pattern when a block is resized, and two blocks with
  * different seeds that overlap are caught. */
