@@ -108,21 +108,30 @@ static inline size_t read_statm_rss(char *buf, size_t cap)
 
 enum rss_source { RSS_EXACT, RSS_COUNTERS };
 
+/* A field of /proc/self/smaps_rollup in bytes ("\nRss:", "\nAnonymous:"),
+ * or (size_t)-1 when the kernel lacks the file or the field. */
+static inline size_t smaps_rollup_bytes(const char *field)
+{
+    char buf[4096];
+    int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return (size_t)-1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return (size_t)-1;
+    buf[n] = '\0';
+    char *f = strstr(buf, field);
+    return f != NULL ? (size_t)strtoull(f + strlen(field), NULL, 10) * 1024 : (size_t)-1;
+}
+
 static inline size_t rss_read(enum rss_source src)
 {
     char buf[4096];
     if (src == RSS_EXACT) {
-        int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            ssize_t n = read(fd, buf, sizeof buf - 1);
-            close(fd);
-            if (n > 0) {
-                buf[n] = '\0';
-                char *rss = strstr(buf, "\nRss:");
-                if (rss != NULL)
-                    return (size_t)strtoull(rss + 5, NULL, 10) * 1024;
-            }
-        }
+        size_t rss = smaps_rollup_bytes("\nRss:");
+        if (rss != (size_t)-1)
+            return rss;
     }
     return read_statm_rss(buf, sizeof buf);
 }

@@ -90,19 +90,8 @@ static size_t heap_mapped(void)
  * machine's other processes share: a leak is anonymous. */
 static size_t anon_bytes(void)
 {
-    char buf[4096];
-    int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t n = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (n > 0) {
-            buf[n] = '\0';
-            char *f = strstr(buf, "\nAnonymous:");
-            if (f != NULL)
-                return (size_t)strtoull(f + 11, NULL, 10) * 1024;
-        }
-    }
-    return rss_bytes();
+    size_t anon = smaps_rollup_bytes("\nAnonymous:");
+    return anon != (size_t)-1 ? anon : rss_bytes();
 }
 
 /* Bytes in spans in use, small or large, after fa_trim(): with the calling
