@@ -1,5 +1,5 @@
 /*
- * coding_bench: seed 004's measurement, on fastalloc's src/base/coding.h.
+ * coding_bench: seed 004's measurement, on fastalloc's src/00-base/coding.h.
  * fa__encode_fixed64 / fa__decode_fixed64 (8 bytes, little-endian) against
  * the text route of the seed's first idea: sprintf("%llu") / strtoull.
  *
@@ -20,7 +20,7 @@
  * Output: ns per call of each function, and the ratios.
  */
 #include "bench_common.h"
-#include "base/coding.h"
+#include "00-base/coding.h"
 
 #include <inttypes.h>
 

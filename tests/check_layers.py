@@ -5,6 +5,9 @@ The table is the one in docs/DESIGN.md under "## Layers": each row has a
 rank, and names the files of its layer.  This script
   - maps every file under src/ to its rank (a file the table does not name
     fails the check: a new file must be placed);
+  - fails on a file outside its layer's folder: each layer has one folder,
+    src/NN-name/, NN its rank in two digits, so that `ls src/` lists the
+    layers in the table's order;
   - reads each object file's undefined symbols with nm and fails on any that
     another object of the library defines at a higher rank;
   - fails on any #include of a src/ header of a higher rank (inline
@@ -14,7 +17,7 @@ rank, and names the files of its layer.  This script
 
 usage: check_layers.py REPO_ROOT OBJECT_DIR
 OBJECT_DIR is the static library's CMake object folder; its objects are
-named after their sources (src/core/tcache.c -> .../src/core/tcache.c.o).
+named after their sources (src/08-tcache/tcache.c -> .../src/08-tcache/tcache.c.o).
 """
 import os
 import re
@@ -92,6 +95,18 @@ def main():
     for f in ranks:
         if f not in files:
             errors.append("the layer table names %s, which does not exist" % f)
+
+    # Folders: a layer's files all live in src/NN-name/, NN its rank.
+    folder_of = {}
+    for f, (rank, layer) in sorted(ranks.items()):
+        parts = f.split("/")
+        folder = parts[1] if len(parts) == 3 else ""
+        if not re.match(r"%02d-[a-z]+$" % rank, folder):
+            errors.append("%s is in the wrong folder: layer %d (%s) lives in src/%02d-<name>/"
+                          % (f, rank, layer, rank))
+        elif folder_of.setdefault(rank, folder) != folder:
+            errors.append("%s is in src/%s/, but layer %d (%s) lives in src/%s/"
+                          % (f, folder, rank, layer, folder_of[rank]))
 
     # Includes.
     inc = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

@@ -26,10 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
-#include "base/config.h"
-#include "core/meta.h"
-#include "core/pageheap.h"
+#include "00-base/clock.h"
+#include "00-base/config.h"
+#include "02-records/meta.h"
+#include "04-pageheap/pageheap.h"
 
 #define NTHREADS 10000
 #define GROUP 4

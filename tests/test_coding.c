@@ -1,5 +1,5 @@
 /*
- * src/base/coding.h: fixed-width little-endian encoding.
+ * src/00-base/coding.h: fixed-width little-endian encoding.
  *
  *  1. Byte order against explicit expected bytes, at every alignment, and
  *     that exactly 4 / 8 bytes are written.
@@ -25,7 +25,7 @@
 #define _GNU_SOURCE
 #endif
 #include "check.h"
-#include "base/coding.h"
+#include "00-base/coding.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -242,13 +242,13 @@ static int test_codegen(int ncc, char **named)
 #ifdef FA_CODING_H_PATH
     const char *header = FA_CODING_H_PATH;
 #else
-    /* .../tests/test_coding.c -> .../tests/../src/base/coding.h */
+    /* .../tests/test_coding.c -> .../tests/../src/00-base/coding.h */
     static char header[1024];
     const char *file = __FILE__;
     const char *slash = strrchr(file, '/');
     CHECKF(file[0] == '/' && slash != NULL,
            "__FILE__ (%s) is not an absolute path: build with CMake or -DFA_CODING_H_PATH=...", file);
-    snprintf(header, sizeof header, "%.*s/../src/base/coding.h", (int)(slash - file), file);
+    snprintf(header, sizeof header, "%.*s/../src/00-base/coding.h", (int)(slash - file), file);
 #endif
     CHECKF(access(header, R_OK) == 0, "cannot read %s", header);
 

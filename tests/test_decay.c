@@ -45,8 +45,8 @@
 
 #include "check.h"
 #include "fastalloc.h"
-#include "base/clock.h"
-#include "os/os.h"
+#include "00-base/clock.h"
+#include "01-os/os.h"
 #include "util.h"
 
 static size_t per_thread;
@@ -423,7 +423,7 @@ static size_t resident(const void *p, size_t n)
     return r * pg;
 }
 
-/* The huge page that FASTALLOC_HUGEPAGES=1 keeps whole (core/pageheap.c). */
+/* The huge page that FASTALLOC_HUGEPAGES=1 keeps whole (04-pageheap/pageheap.c). */
 #define HUGE_PAGE ((size_t)2 << 20)
 
 /* Three large blocks side by side, a | b | c, in a fresh heap: b starts

@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/clock.h"
+#include "00-base/clock.h"
 
 struct blk {
     unsigned char *p;
@@ -335,7 +335,7 @@ static int case_dormant(void)
 {
     /* The decay tick, which moves the scavenge epoch, comes every 5 s of
      * the allocator's clock at a delay this long (its longest interval,
-     * policy/purge.c), and the test moves that clock itself: a tick is due
+     * 03-purge/purge.c), and the test moves that clock itself: a tick is due
      * when the test says so, however slowly the machine runs. */
     const long long delay = 3600 * 1000;
     CHECK(fa_option_set("purge_delay_ms", delay) == 0);

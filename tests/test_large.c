@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "os/os.h"
-#include "core/pageheap.h"
+#include "01-os/os.h"
+#include "04-pageheap/pageheap.h"
 
 static size_t map_calls(void)
 {

@@ -1,4 +1,4 @@
-/* The options table (src/base/options.c) against its three readers:
+/* The options table (src/00-base/options.c) against its three readers:
  *  - the environment: every malformed, negative, out-of-range or
  *    overflowing value gets one line on stderr naming the variable, and
  *    the option keeps its default (each case runs in a fresh process,
@@ -14,7 +14,7 @@
 #include "check.h"
 #include "child.h"
 #include "fastalloc.h"
-#include "base/options.h"
+#include "00-base/options.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -174,7 +174,7 @@ static void test_doc(const char *root, const char *doc)
                 seen[i] = found = true;
             }
         }
-        CHECKF(found, "%s: this row matches no row of src/base/options.c "
+        CHECKF(found, "%s: this row matches no row of src/00-base/options.c "
                       "(or differs from it):\n  %s", doc, line);
     }
     fclose(f);

@@ -9,7 +9,7 @@
 
 #include "check.h"
 #include "fastalloc.h"
-#include "base/clock.h"
+#include "00-base/clock.h"
 #include "util.h"
 
 static long ctor_calls, dtor_calls;

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "core/sizeclass.h"
+#include "02-records/sizeclass.h"
 
 static size_t csize(unsigned c)
 {

@@ -11,7 +11,7 @@
 #include "child.h"
 #include "util.h"
 #include "fastalloc.h"
-#include "trace/format.h"
+#include "09-diag/format.h"
 
 #include <pthread.h>
 #include <stdlib.h>

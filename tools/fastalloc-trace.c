@@ -17,9 +17,9 @@
  *
  * The whole file is checked before anything is printed: a truncated,
  * corrupt or wrong-version file gets one line naming what is wrong and its
- * byte offset, and exit status 1.  The format is in src/trace/format.h. */
+ * byte offset, and exit status 1.  The format is in src/09-diag/format.h. */
 #define _GNU_SOURCE
-#include "trace/format.h"
+#include "09-diag/format.h"
 
 #include <errno.h>
 #include <fcntl.h>

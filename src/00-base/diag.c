@@ -1,0 +1,38 @@
+#include "00-base/diag.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+int fa__diag_mode;
+
+static void vdiag(const char *fmt, va_list ap)
+{
+    char buf[256];
+    int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
+    if (n < 0)
+        return;
+    if ((size_t)n > sizeof buf - 2)
+        n = sizeof buf - 2;
+    buf[n++] = '\n';
+    ssize_t w = write(2, buf, (size_t)n);
+    (void)w;
+}
+
+void fa__diag(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vdiag(fmt, ap);
+    va_end(ap);
+}
+
+void fa__fatal(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vdiag(fmt, ap);
+    va_end(ap);
+    abort();
+}

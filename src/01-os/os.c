@@ -1,0 +1,115 @@
+#include "01-os/os.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+
+size_t fa__os_map_calls;
+
+static void *map_raw(void *hint, size_t size, int prot, int flags)
+{
+    __atomic_fetch_add(&fa__os_map_calls, 1, __ATOMIC_RELAXED);
+    void *p = mmap(hint, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | flags, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* Over-map, then cut the unaligned head and the tail away. */
+static void *map_aligned(size_t size, size_t align, int prot)
+{
+    if (align <= 4096)
+        return map_raw(NULL, size, prot, 0);
+    size_t total = size + align;
+    if (total < size)
+        return NULL;
+    char *p = map_raw(NULL, total, prot, 0);
+    if (p == NULL)
+        return NULL;
+    uintptr_t a = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
+    size_t head = a - (uintptr_t)p;
+    size_t tail = total - head - size;
+    if (head)
+        munmap(p, head);
+    if (tail)
+        munmap((char *)a + size, tail);
+    return (void *)a;
+}
+
+void *fa__os_map(size_t size, size_t align)
+{
+    int saved = errno; /* a refused mmap must not leak its errno to the caller */
+    void *p = map_aligned(size, align, PROT_READ | PROT_WRITE);
+    errno = saved;
+    return p;
+}
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0 /* older headers: the address is a hint, checked below */
+#endif
+
+void *fa__os_reserve(void *at, size_t size, size_t align)
+{
+    int saved = errno;
+    void *p;
+    if (at == NULL) {
+        p = map_aligned(size, align, PROT_NONE);
+    } else {
+        /* Kernels before 4.17 take MAP_FIXED_NOREPLACE as a hint and may
+         * place the mapping elsewhere; only the address asked for will do. */
+        p = map_raw(at, size, PROT_NONE, MAP_FIXED_NOREPLACE);
+        if (p != NULL && p != at) {
+            munmap(p, size);
+            p = NULL;
+        }
+    }
+    errno = saved;
+    return p;
+}
+
+bool fa__os_commit(void *p, size_t size)
+{
+    int saved = errno;
+    bool ok = mprotect(p, size, PROT_READ | PROT_WRITE) == 0;
+    errno = saved;
+    return ok;
+}
+
+bool fa__os_guard(void *p, size_t size)
+{
+    int saved = errno;
+    bool ok = mprotect(p, size, PROT_NONE) == 0;
+    errno = saved;
+    return ok;
+}
+
+void fa__os_unmap(void *p, size_t size)
+{
+    int saved = errno;
+    munmap(p, size);
+    errno = saved;
+}
+
+void fa__os_release(void *p, size_t size, bool lazy)
+{
+    int saved = errno;
+#ifdef MADV_FREE
+    if (lazy && madvise(p, size, MADV_FREE) == 0) {
+        errno = saved;
+        return;
+    }
+#else
+    (void)lazy;
+#endif
+    madvise(p, size, MADV_DONTNEED);
+    errno = saved;
+}
+
+void fa__os_hugepage(void *p, size_t size)
+{
+    int saved = errno;
+#ifdef MADV_HUGEPAGE
+    madvise(p, size, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)size;
+#endif
+    errno = saved;
+}

@@ -1,0 +1,31 @@
+/* The OS layer: the only place that maps and returns memory. */
+#ifndef FA_OS_H
+#define FA_OS_H
+
+#include "00-base/config.h"
+
+/* Map size bytes of zeroed read-write memory aligned to align (a power of two
+ * or 0 for the OS page).  NULL when the OS refuses. */
+void *fa__os_map(size_t size, size_t align) FA_HIDDEN;
+void fa__os_unmap(void *p, size_t size) FA_HIDDEN;
+/* Reserve size bytes of address space: no access, no pages, no commit
+ * charge.  With at set, only that address will do (NULL when it is taken);
+ * otherwise the range is aligned to align. */
+void *fa__os_reserve(void *at, size_t size, size_t align) FA_HIDDEN;
+/* Make part of a reserved range read-write (zeroed pages on first touch).
+ * False when the OS refuses (the commit limit). */
+bool fa__os_commit(void *p, size_t size) FA_HIDDEN;
+/* Make [p, p + size) a guard: any access faults (the hardened build's
+ * guard pages); fa__os_commit undoes it. */
+bool fa__os_guard(void *p, size_t size) FA_HIDDEN;
+/* Give the physical pages back; the range stays mapped.  With lazy set
+ * (MADV_FREE) the kernel takes them only under memory pressure and they do
+ * not read as zero; otherwise (MADV_DONTNEED) they go now and read as zero. */
+void fa__os_release(void *p, size_t size, bool lazy) FA_HIDDEN;
+/* Ask for transparent huge pages on an aligned range. */
+void fa__os_hugepage(void *p, size_t size) FA_HIDDEN;
+
+/* Number of mmap calls made, for tests of mapping churn. */
+extern size_t fa__os_map_calls FA_HIDDEN;
+
+#endif

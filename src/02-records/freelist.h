@@ -1,0 +1,194 @@
+/* The free-list seam: the only code that reads or writes the link word of
+ * a free block.  Thread caches, central caches and the fast paths all keep
+ * free blocks as singly linked lists threaded through the blocks' first
+ * word, and reach that word through these functions alone.
+ *
+ * A mode that changes what a link is (an encoded link in a hardened build,
+ * a fill or a check in a debug build, a trace of every push and pop)
+ * changes this file and nothing else.  Today a link is the plain address
+ * of the next free block, NULL at the end, and each function compiles to
+ * the one load or store it names; the fast paths' instruction counts
+ * depend on that (tools/icount.sh).
+ *
+ * A free block's second word is its free mark: the address of its span's
+ * record, written by every free and cleared by every hand-out.  A free
+ * that finds the mark already there is a double free, or else (the mark
+ * is an address the program never sees) a block whose bytes were copied
+ * from a freed one: the slow path tells the two apart by looking for the
+ * block on the lists that hold free blocks (glibc's tcache key works the
+ * same way).  Blocks are 16 bytes or more, so every block has the word.
+ *
+ * The hardened build (FA_SECURE, libfastalloc-secure.so; SECURITY.md)
+ * changes what both words hold and what a free and a hand-out do:
+ *  - a link is stored XORed with a per-process random key and with its own
+ *    slot's address (glibc's safe-linking, keyed as mimalloc's secure mode
+ *    keys its lists), and a decoded link must be 16-byte aligned and name a
+ *    block of the same size class, or the program stops: a link that a
+ *    write after free or an overflow forged decodes to noise;
+ *  - the mark is the block's own address XORed with a second key, checked
+ *    again when the block is handed out;
+ *  - a freed block is zeroed past its two words (scrubbed), and a block
+ *    handed out must still be zero at both ends (check_scrubbed) and has
+ *    both words cleared. */
+#ifndef FA_CORE_FREELIST_H
+#define FA_CORE_FREELIST_H
+
+#include "00-base/asan.h"
+#include "00-base/config.h"
+#include "02-records/pagemap.h"
+
+/* Scrubbing and its check at hand-out, which cost the hardened build most
+ * of its time (SECURITY.md), can be compiled apart to measure them:
+ * -DFA_SECURE_SCRUB=0 leaves them out of the hardened build, =1 puts the
+ * scrub alone into the default one.  Not a build anyone ships. */
+#ifndef FA_SECURE_SCRUB
+#define FA_SECURE_SCRUB FA_SECURE
+#endif
+
+#if FA_SECURE
+/* The two keys, random, set once at start-up before any list exists. */
+extern uintptr_t fa__fl_key[2] FA_HIDDEN;
+/* Stop the program: the word `what` of the free block b is not what the
+ * allocator wrote there. */
+_Noreturn FA_COLD void fa__fl_corrupt(const void *b, const char *what) FA_HIDDEN;
+/* Stop the program unless the block of size bytes at b is zero past its two
+ * words, in its first 128 bytes and its last 64. */
+void fa__fl_check_scrubbed(const void *b, size_t size) FA_HIDDEN;
+#endif
+void fa__fl_init(void) FA_HIDDEN;
+
+/* The block after b, a block of class cls, on its list (NULL at the end).
+ * The hardened build checks that it is a block of the same class. */
+FA_INLINE void *fa__fl_next_of(void *b, unsigned cls)
+{
+#if FA_SECURE
+    uintptr_t n = *(uintptr_t *)b ^ fa__fl_key[0] ^ ((uintptr_t)b >> 4);
+    if (FA_UNLIKELY(n % FA_MIN_ALIGN != 0) || (n != 0 && FA_UNLIKELY(fa__pm_class(n) != cls)))
+        fa__fl_corrupt(b, "link");
+    return (void *)n;
+#else
+    (void)cls;
+    return *(void **)b;
+#endif
+}
+
+/* The block after b on its list (NULL at the end). */
+FA_INLINE void *fa__fl_next(void *b)
+{
+#if FA_SECURE
+    return fa__fl_next_of(b, fa__pm_class((uintptr_t)b));
+#else
+    return *(void **)b;
+#endif
+}
+
+/* Make next follow b. */
+FA_INLINE void fa__fl_set_next(void *b, void *next)
+{
+#if FA_SECURE
+    *(uintptr_t *)b = (uintptr_t)next ^ fa__fl_key[0] ^ ((uintptr_t)b >> 4);
+#else
+    *(void **)b = next;
+#endif
+}
+
+/* Mark b, a block of the span whose record is at key, free. */
+FA_INLINE void fa__fl_mark(void *b, const void *key)
+{
+    FA_UNPOISON((void **)b + 1, sizeof(void *));
+#if FA_SECURE
+    (void)key;
+    ((uintptr_t *)b)[1] = (uintptr_t)b ^ fa__fl_key[1];
+#else
+    ((const void **)b)[1] = key;
+#endif
+}
+
+/* Whether b carries key's free mark. */
+FA_INLINE bool fa__fl_marked(const void *b, const void *key)
+{
+    if (FA_POISONED((void *const *)b + 1)) /* an AddressSanitizer build's free block */
+        return true;
+#if FA_SECURE
+    (void)key;
+    return ((const uintptr_t *)b)[1] == ((uintptr_t)b ^ fa__fl_key[1]);
+#else
+    return ((const void *const *)b)[1] == key;
+#endif
+}
+
+/* A block of size bytes has just been marked free: the hardened build
+ * zeroes the rest of it, so that what the program left there cannot be read
+ * through a stale pointer, and a write after free shows at hand-out. */
+FA_INLINE void fa__fl_scrub(void *b, size_t size)
+{
+#if FA_SECURE_SCRUB
+    __builtin_memset((char *)b + 2 * sizeof(void *), 0, size - 2 * sizeof(void *));
+#endif
+    (void)b;
+    (void)size;
+}
+
+/* A block of size bytes goes free: all but its link is poisoned in an
+ * AddressSanitizer build (00-base/asan.h); nothing elsewhere. */
+FA_INLINE void fa__fl_poison(void *b, size_t size)
+{
+    FA_POISON((char *)b + sizeof(void *), size - sizeof(void *));
+    (void)b;
+    (void)size;
+}
+
+/* A block of size bytes is handed out: its mark cleared, and the program
+ * may touch all of it. */
+FA_INLINE void fa__fl_hand_out(void *b, size_t size)
+{
+    FA_UNPOISON(b, size);
+#if FA_SECURE
+    if (FA_UNLIKELY(!fa__fl_marked(b, NULL)))
+        fa__fl_corrupt(b, "free mark");
+    ((void **)b)[0] = NULL;
+#if FA_SECURE_SCRUB
+    fa__fl_check_scrubbed(b, size);
+#endif
+#endif
+    ((void **)b)[1] = NULL;
+    (void)size;
+}
+
+/* Push b on the list at *head. */
+FA_INLINE void fa__fl_push(void **head, void *b)
+{
+    fa__fl_set_next(b, *head);
+    *head = b;
+}
+
+/* Pop the first block of a list known not to be empty. */
+FA_INLINE void *fa__fl_pop(void **head)
+{
+    void *b = *head;
+    *head = fa__fl_next(b);
+    return b;
+}
+
+/* Links kept at an offset from the block: the object pool keeps a free
+ * object's whole state when the pool has a ctor or dtor, so the link of
+ * such an object lives in a header before it (off < 0). */
+FA_INLINE void *fa__fl_next_at(void *b, intptr_t off)
+{
+    return *(void **)((char *)b + off);
+}
+
+FA_INLINE void fa__fl_set_next_at(void *b, intptr_t off, void *next)
+{
+    *(void **)((char *)b + off) = next;
+}
+
+/* The n-th block of a list (n = 0 is the first); the list has more than n. */
+FA_INLINE void *fa__fl_nth(void *head, unsigned n)
+{
+    while (n-- > 0)
+        head = fa__fl_next(head);
+    return head;
+}
+
+#endif

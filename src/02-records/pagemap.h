@@ -1,0 +1,75 @@
+/* Page map: a two-level radix tree from an address to the span that holds it,
+ * that span's size class, and the thread cache that owns it.  A free reads
+ * the owner first: one load from the root and one from the leaf tell it
+ * whether the block's span is its own thread's, and only then does it read
+ * the span.  An entry that no span ever had reads NULL as its owner, which no
+ * thread is, so a stray pointer into the heap's range falls into the slow
+ * path instead of following a NULL span. */
+#ifndef FA_PAGEMAP_H
+#define FA_PAGEMAP_H
+
+#include "00-base/config.h"
+
+struct fa__span;
+
+/* A leaf covers 4 GiB (2^19 pages of 8 KiB), so its index is the low 32 bits
+ * of the address shifted by the page size.  The root covers 48 bits of
+ * address space; user space on x86-64 and AArch64 is at most 47 bits, so the
+ * upper half of the root stays empty and kernel or non-canonical addresses
+ * find no leaf. */
+#define FA_PM_LEAF_BITS (32 - FA_PAGE_SHIFT)
+#define FA_PM_ROOT_BITS 16
+#define FA_PM_LEAF_LEN ((size_t)1 << FA_PM_LEAF_BITS)
+#define FA_PM_ROOT_LEN ((size_t)1 << FA_PM_ROOT_BITS)
+
+struct fa__pm_leaf {
+    /* The thread cache that owns the page's span (08-tcache/tcache.c), NULL for
+     * a span no thread owns and for everything that is not a small span.
+     * First, so that the free path indexes it with no offset to add. */
+    const void *owner[FA_PM_LEAF_LEN];
+    struct fa__span *span[FA_PM_LEAF_LEN];
+    uint8_t cls[FA_PM_LEAF_LEN];
+};
+
+extern struct fa__pm_leaf *fa__pm_root[FA_PM_ROOT_LEN] FA_HIDDEN;
+
+FA_INLINE struct fa__pm_leaf *fa__pm_leaf_of(uintptr_t a)
+{
+    return __atomic_load_n(&fa__pm_root[(a >> 32) & (FA_PM_ROOT_LEN - 1)], __ATOMIC_ACQUIRE);
+}
+
+FA_INLINE size_t fa__pm_index(uintptr_t a)
+{
+    return (uint32_t)a >> FA_PAGE_SHIFT;
+}
+
+/* Size class of the small block at a, 0 for anything else. */
+FA_INLINE unsigned fa__pm_class(uintptr_t a)
+{
+    struct fa__pm_leaf *leaf = fa__pm_leaf_of(a);
+    if (FA_UNLIKELY(leaf == NULL))
+        return 0;
+    return leaf->cls[fa__pm_index(a)];
+}
+
+FA_INLINE struct fa__span *fa__pm_span(uintptr_t a)
+{
+    struct fa__pm_leaf *leaf = fa__pm_leaf_of(a);
+    if (leaf == NULL)
+        return NULL;
+    return __atomic_load_n(&leaf->span[fa__pm_index(a)], __ATOMIC_RELAXED);
+}
+
+/* Writers of span and class hold the page-heap lock.  Make sure leaves exist for a range of
+ * pages before it is handed out (false if the OS refused the memory). */
+bool fa__pm_reserve(uintptr_t start, size_t npages) FA_HIDDEN;
+/* Map each page in [start, start + npages pages) to span and cls. */
+void fa__pm_set(uintptr_t start, size_t npages, struct fa__span *span, unsigned cls) FA_HIDDEN;
+/* Set one page's entry (used for the first and last page of free spans). */
+void fa__pm_set_one(uintptr_t page_addr, struct fa__span *span, unsigned cls) FA_HIDDEN;
+/* Make owner (NULL: none) the owner of each page in [start, start + npages
+ * pages).  The span's owner writes it, or whoever takes a span nobody owns
+ * under the protocol of 08-tcache/tcache.c; fa__pm_set clears it. */
+void fa__pm_set_owner(uintptr_t start, size_t npages, const void *owner) FA_HIDDEN;
+
+#endif

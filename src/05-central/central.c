@@ -1,0 +1,253 @@
+/* Central cache.  Each class keeps the spans nobody owns that have free
+ * blocks, in four lists by how full they are.  A thread that needs a span
+ * takes the fullest: a program's long-lived blocks then gather in few spans,
+ * and the emptier spans drain and go back to the page heap (tcmalloc's
+ * central free list prioritizes its spans the same way, for the same
+ * reason).  A span whose blocks have all come back goes to the page heap at
+ * once. */
+#include "05-central/central.h"
+#include "00-base/diag.h"
+#include "02-records/freelist.h"
+#include "04-pageheap/pageheap.h"
+#include "02-records/pagemap.h"
+#include "02-records/sizeclass.h"
+
+#include <string.h>
+
+/* Lists by fullness: list k holds spans with used * NLISTS / objs == k. */
+#define NLISTS 4
+
+struct central {
+    fa__lock_t lock;
+    struct fa__span lists[NLISTS]; /* sentinels */
+    size_t free_objs;              /* objs - used, summed over listed spans */
+} FA_ALIGNED_CL;
+
+static struct central central[FA_NUM_CLASSES];
+
+void fa__central_init(void)
+{
+    for (unsigned c = 1; c < FA_NUM_CLASSES; c++)
+        for (unsigned k = 0; k < NLISTS; k++)
+            central[c].lists[k].next = central[c].lists[k].prev = &central[c].lists[k];
+}
+
+static void list_push(struct central *cc, struct fa__span *s)
+{
+    unsigned k = (unsigned)((uint64_t)s->used * NLISTS / fa__classes[s->cls].objs);
+    if (k >= NLISTS)
+        k = NLISTS - 1;
+    struct fa__span *head = &cc->lists[k];
+    s->next = head->next;
+    s->prev = head;
+    head->next->prev = s;
+    head->next = s;
+    s->listed = FA_LISTED_CENTRAL;
+    /* Read without the lock (fa__central_drain, stats). */
+    __atomic_store_n(&cc->free_objs, cc->free_objs + (fa__classes[s->cls].objs - s->used), __ATOMIC_RELAXED);
+}
+
+static void list_del(struct central *cc, struct fa__span *s)
+{
+    s->prev->next = s->next;
+    s->next->prev = s->prev;
+    s->next = s->prev = NULL;
+    s->listed = FA_LISTED_NONE;
+    __atomic_store_n(&cc->free_objs, cc->free_objs - (fa__classes[s->cls].objs - s->used), __ATOMIC_RELAXED);
+}
+
+unsigned fa__span_collect(struct fa__span *s)
+{
+    if (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) == 0)
+        return 0;
+    uintptr_t x = __atomic_exchange_n(&s->xfree, 0, __ATOMIC_ACQUIRE);
+    return fa__span_absorb(s, (void *)(x & ~FA_XFREE_DETACHED));
+}
+
+unsigned fa__span_absorb(struct fa__span *s, void *head)
+{
+    if (head == NULL)
+        return 0;
+    unsigned n = 1;
+    void *last = head;
+    for (void *b = fa__fl_next(head); b != NULL; b = fa__fl_next(b)) {
+        last = b;
+        /* used counts every block on xfree: a longer list holds a block
+         * twice (two frees from other threads, the first already pushed)
+         * or loops back on itself. */
+        if (++n > s->used)
+            fa__fatal("fastalloc: free(): double free among the %u-byte blocks freed by other threads "
+                      "near %p",
+                      fa__classes[s->cls].size, last);
+    }
+    fa__fl_set_next(last, s->freelist);
+    s->freelist = head;
+    s->used -= n;
+    s->nonuser += n; /* remote frees: counted by the threads that made them */
+    return n;
+}
+
+bool fa__span_detach(struct fa__span *s)
+{
+    uintptr_t zero = 0;
+    return __atomic_compare_exchange_n(&s->xfree, &zero, FA_XFREE_DETACHED, false, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_RELAXED);
+}
+
+static struct fa__span *new_span(unsigned cls)
+{
+    struct fa__span *s = fa__ph_alloc(fa__classes[cls].pages, 1, FA_SPAN_SMALL, cls);
+    if (s == NULL)
+        return NULL;
+    s->freelist = NULL;
+    s->xfree = 0;
+    s->used = 0;
+    s->carved = 0;
+    s->nonuser = 0;
+    s->touched = 0;
+    s->kept = 0;
+    s->listed = FA_LISTED_NONE;
+    return s;
+}
+
+struct fa__span *fa__central_take(unsigned cls)
+{
+    struct central *cc = &central[cls];
+    fa__lock(&cc->lock);
+    for (unsigned k = NLISTS; k-- > 0;) {
+        struct fa__span *s = cc->lists[k].next;
+        if (s != &cc->lists[k]) {
+            list_del(cc, s);
+            fa__unlock(&cc->lock);
+            return s;
+        }
+    }
+    fa__unlock(&cc->lock);
+    /* The page heap has its own lock: not taken under ours. */
+    return new_span(cls);
+}
+
+void fa__central_retire(struct fa__span *s)
+{
+    fa__ph_free(s);
+}
+
+void fa__central_put(struct fa__span *s)
+{
+    fa__central_put_list(s, NULL);
+}
+
+void fa__central_put_list(struct fa__span *s, void *head)
+{
+    struct central *cc = &central[s->cls];
+    fa__lock(&cc->lock);
+    fa__span_absorb(s, head);
+    fa__span_collect(s);
+    if (s->used == 0) {
+        fa__unlock(&cc->lock);
+        fa__ph_free(s);
+        return;
+    }
+    list_push(cc, s);
+    fa__unlock(&cc->lock);
+}
+
+void *fa__central_alloc_one(unsigned cls)
+{
+    const struct fa__class_info *ci = &fa__classes[cls];
+    struct central *cc = &central[cls];
+    fa__lock(&cc->lock);
+    struct fa__span *s = NULL;
+    for (unsigned k = NLISTS; k-- > 0 && s == NULL;)
+        if (cc->lists[k].next != &cc->lists[k])
+            s = cc->lists[k].next;
+    if (s == NULL) {
+        fa__unlock(&cc->lock);
+        s = new_span(cls);
+        if (s == NULL)
+            return NULL;
+        fa__lock(&cc->lock);
+    } else {
+        list_del(cc, s);
+    }
+    fa__span_collect(s);
+    void *p;
+    if (s->freelist != NULL) {
+        p = fa__fl_pop(&s->freelist);
+    } else {
+        p = (void *)(s->start + (uintptr_t)s->carved * ci->size);
+        s->carved++;
+        /* As a cut block is (08-tcache/tcache.c, carve): marked free, and
+         * zeroed in the hardened build. */
+        if (FA_SECURE && !s->zeroed)
+            memset(p, 0, ci->size);
+        fa__fl_mark(p, s);
+    }
+    s->used++;
+    if (s->freelist == NULL && s->carved == ci->objs) {
+        /* Full: detached, so that the next free of one of its blocks takes
+         * it (08-tcache/tcache.c).  A block freed meanwhile keeps it listed. */
+        if (!fa__span_detach(s)) {
+            fa__span_collect(s);
+            list_push(cc, s);
+        }
+    } else {
+        list_push(cc, s);
+    }
+    fa__unlock(&cc->lock);
+    return p;
+}
+
+void fa__central_drain(void)
+{
+    for (unsigned c = 1; c < FA_NUM_CLASSES; c++) {
+        struct central *cc = &central[c];
+        if (__atomic_load_n(&cc->free_objs, __ATOMIC_RELAXED) == 0)
+            continue;
+        struct fa__span *empty = NULL;
+        fa__lock(&cc->lock);
+        for (unsigned k = 0; k < NLISTS; k++) {
+            struct fa__span *head = &cc->lists[k];
+            for (struct fa__span *s = head->next, *next; s != head; s = next) {
+                next = s->next;
+                if (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) == 0)
+                    continue;
+                list_del(cc, s);
+                fa__span_collect(s);
+                if (s->used == 0) {
+                    s->next = empty;
+                    empty = s;
+                } else {
+                    list_push(cc, s);
+                }
+            }
+        }
+        fa__unlock(&cc->lock);
+        while (empty != NULL) {
+            struct fa__span *s = empty;
+            empty = s->next;
+            s->next = NULL;
+            fa__ph_free(s);
+        }
+    }
+}
+
+size_t fa__central_free_bytes(void)
+{
+    size_t total = 0;
+    for (unsigned c = 1; c < FA_NUM_CLASSES; c++)
+        total += __atomic_load_n(&central[c].free_objs, __ATOMIC_RELAXED) * fa__classes[c].size;
+    return total;
+}
+
+void fa__central_lock_all(void)
+{
+    for (unsigned c = 1; c < FA_NUM_CLASSES; c++)
+        fa__lock(&central[c].lock);
+}
+
+void fa__central_unlock_all(void)
+{
+    for (unsigned c = 1; c < FA_NUM_CLASSES; c++)
+        fa__unlock(&central[c].lock);
+}

@@ -1,0 +1,61 @@
+/* Central cache: one per size class, shared by all threads, guarded by one
+ * lock per class.  It holds the spans of its class that no thread owns and
+ * that have free blocks: spans a thread gave up (it exited, or trimmed), and
+ * the spans it hands to a thread that needs one.  Spans move between it and
+ * the thread caches whole, so a thread takes the lock once per span, not per
+ * block. */
+#ifndef FA_CENTRAL_H
+#define FA_CENTRAL_H
+
+#include "00-base/config.h"
+
+struct fa__span;
+
+void fa__central_init(void) FA_HIDDEN;
+
+/* A span of class cls with free blocks for the calling thread to own: the
+ * fullest the central cache has (its blocks are the ones least likely to
+ * all come free), else a new span from the page heap.  NULL when the OS has
+ * no more memory.  The span is unlisted and unowned; its freelist and xfree
+ * are the taker's to collect. */
+struct fa__span *fa__central_take(unsigned cls) FA_HIDDEN;
+
+/* A span no thread owns any more, with blocks in use or free: the central
+ * cache lists it, or gives it to the page heap when every block is free. */
+void fa__central_put(struct fa__span *s) FA_HIDDEN;
+/* The same, with a list of its blocks that were in use until now. */
+void fa__central_put_list(struct fa__span *s, void *head) FA_HIDDEN;
+
+/* A span whose every block is free and that no one owns or lists: to the
+ * page heap. */
+void fa__central_retire(struct fa__span *s) FA_HIDDEN;
+
+/* One block of class cls for a thread that has no cache (it is exiting): cut
+ * from a central span under the class lock.  NULL when out of memory. */
+void *fa__central_alloc_one(unsigned cls) FA_HIDDEN;
+
+/* Collect the blocks other threads freed into the listed spans, and give
+ * the spans that are all free to the page heap. */
+void fa__central_drain(void) FA_HIDDEN;
+
+/* Bytes of free blocks in the spans the central caches list (as of their
+ * last collection). */
+size_t fa__central_free_bytes(void) FA_HIDDEN;
+
+/* Move the blocks on a span's xfree list to its freelist and count them
+ * out of used; the caller owns the span or holds its class's lock.  Returns
+ * how many moved. */
+unsigned fa__span_collect(struct fa__span *s) FA_HIDDEN;
+/* The same for a list taken off xfree already. */
+unsigned fa__span_absorb(struct fa__span *s, void *head) FA_HIDDEN;
+
+/* Set the detached bit on s's xfree if it is empty: s, which nobody owns
+ * now and whose every block is live, goes to the next thread that frees
+ * into it.  False when a block arrived on xfree first: the caller keeps s. */
+bool fa__span_detach(struct fa__span *s) FA_HIDDEN;
+
+/* For fork: take and drop every class lock in order. */
+void fa__central_lock_all(void) FA_HIDDEN;
+void fa__central_unlock_all(void) FA_HIDDEN;
+
+#endif

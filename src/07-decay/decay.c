@@ -1,0 +1,75 @@
+#include "07-decay/decay.h"
+#include "00-base/clock.h"
+#include "00-base/options.h"
+#include "05-central/central.h"
+#include "04-pageheap/pageheap.h"
+#include "03-purge/purge.h"
+
+#include <pthread.h>
+#include <time.h>
+
+unsigned fa__scavenge_epoch;
+static uint64_t next_tick_ms;
+static int background_state; /* 0 none, 1 starting or running */
+
+static void tick(void)
+{
+    fa__central_drain();
+    if (__atomic_load_n(&fa__opt.purge_delay_ms, __ATOMIC_RELAXED) >= 0)
+        fa__ph_purge(false);
+    fa__decay_scavenge_soon();
+}
+
+void fa__decay_scavenge_soon(void)
+{
+    __atomic_add_fetch(&fa__scavenge_epoch, 1, __ATOMIC_RELAXED);
+}
+
+static void *background_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        uint64_t iv = fa__purge_tick_interval_ms();
+        struct timespec ts = {.tv_sec = (time_t)(iv / 1000), .tv_nsec = (long)(iv % 1000) * 1000000};
+        nanosleep(&ts, NULL);
+        tick();
+    }
+    return NULL;
+}
+
+static void start_background(void)
+{
+    if (__atomic_exchange_n(&background_state, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64 << 10);
+    if (pthread_create(&t, &attr, background_main, NULL) != 0)
+        __atomic_store_n(&background_state, 0, __ATOMIC_RELEASE);
+    pthread_attr_destroy(&attr);
+}
+
+void fa__decay_after_fork_child(void)
+{
+    background_state = 0;
+}
+
+void fa__decay_maybe(void)
+{
+    if (__atomic_load_n(&fa__opt.background, __ATOMIC_RELAXED)) {
+        if (FA_UNLIKELY(__atomic_load_n(&background_state, __ATOMIC_RELAXED) == 0))
+            start_background();
+        return;
+    }
+    uint64_t now = fa__now_ms();
+    uint64_t due = __atomic_load_n(&next_tick_ms, __ATOMIC_RELAXED);
+    if (now < due)
+        return;
+    /* One thread runs the tick; the others go on. */
+    if (!__atomic_compare_exchange_n(&next_tick_ms, &due, now + fa__purge_tick_interval_ms(), false,
+                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return;
+    tick();
+}

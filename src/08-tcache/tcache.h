@@ -1,0 +1,189 @@
+/* Thread cache: the spans a thread owns, per size class.  The fast path of
+ * malloc (12-api/fastpath.h) touches only heads[] of the calling thread's cache;
+ * the fast path of free touches the page map and the block's span. */
+#ifndef FA_TCACHE_H
+#define FA_TCACHE_H
+
+#include "02-records/freelist.h"
+#include "04-pageheap/pageheap.h"
+#include "02-records/sizeclass.h"
+
+/* Large blocks a thread keeps: at most this many, of at most
+ * FA_TC_LARGE_MAX bytes each. */
+#define FA_TC_LARGE_SLOTS 8
+#define FA_TC_LARGE_MAX ((size_t)1 << 20)
+
+struct fa__span;
+
+/* A freelist shorter than this, on a span not cut to its end, is not taken
+ * back inline (fa__tc_refill): the slow path cuts more blocks behind it. */
+#define FA_TC_REFILL_MIN 32u
+
+/* Remote frees wait in a thread's outbox, one span per class, until a
+ * batch is full (either bound), the slot is needed for another span, all
+ * batches together pass FA_TC_OUTBOX_ALL, or the thread scavenges, trims
+ * or exits. */
+#define FA_TC_OUTBOX_ALL ((size_t)256 << 10)
+#define FA_TC_OUTBOX_BLOCKS 64
+#define FA_TC_OUTBOX_BYTES ((uint32_t)64 << 10)
+struct fa__outbox {
+    struct fa__span *s; /* NULL: empty */
+    void *head, *tail;
+    uint32_t n, bytes;
+};
+
+/* A thread's cache is the spans it owns, per class.  One of them, cur[cls],
+ * is the one it allocates from: heads[cls] is a list of that span's free
+ * blocks (after a gather, of a few of the thread's spans: tcache.c), which
+ * malloc pops.  A free of a block whose span the thread owns
+ * pushes it on that span's own freelist (12-api/fastpath.h); any other free is
+ * a remote one and goes to the span's xfree list.  When heads[cls] runs
+ * dry, the slow path takes cur's freelist whole, then its xfree, then cuts
+ * fresh blocks, and only then moves to another span.  So blocks are handed
+ * out span by span, in whatever order they were freed, and a program that
+ * frees in random order still allocates within one span at a time. */
+/* What a thread did, counted where it happens and summed when read
+ * (10-stats/stats.c), with no atomics: each counter has one writer. */
+struct fa__tc_counts {
+    uint64_t allocs[FA_NUM_CLASSES]; /* small blocks handed out (malloc's fast path counts) */
+    /* Small blocks freed: a remote free at once; a free of a block of the
+     * thread's own span when the thread takes the span's freelist (fold,
+     * tcache.c): the free fast path counts nothing. */
+    uint64_t frees[FA_NUM_CLASSES];
+    uint64_t slow[FA_NUM_CLASSES];   /* allocations that left the fast path */
+    /* Large blocks, in calls and bytes (a block's bytes are its pages). */
+    uint64_t large_allocs, large_frees, large_alloc_bytes, large_free_bytes;
+};
+
+struct fa__tcache {
+    /* --- read and written by the fast paths: at offset 0, so that malloc
+     * indexes it without an add --- */
+    void *heads[FA_NUM_CLASSES];
+    struct fa__tc_counts n;
+    /* --- slow paths only --- */
+    struct fa__span *cur[FA_NUM_CLASSES];
+    /* The spans this thread owns, per class (cur among them), linked
+     * through their next and prev, NULL-terminated. */
+    struct fa__span *spans[FA_NUM_CLASSES];
+    uint32_t nspans[FA_NUM_CLASSES]; /* length of each spans[] list */
+    void *snap[FA_NUM_CLASSES]; /* heads at the last scavenge */
+    struct fa__outbox out[FA_NUM_CLASSES];
+    size_t out_bytes;  /* in all batches */
+    /* Bytes of owned spans whose every block is free (span->kept): what the
+     * thread holds that nobody uses.  Within max_bytes, this cache's claim
+     * on the global bound, which is within its share of it. */
+    size_t kept_bytes;
+    size_t max_bytes;
+    unsigned epoch;    /* scavenge epoch this cache last saw */
+    /* Large blocks this thread freed, kept for its next large allocations
+     * (oldest first): the block comes back warm in this core's cache, with
+     * no page-heap lock.  They have a share of their own (tcache.c,
+     * large_share), and no claim on the global bound. */
+    struct fa__span *large[FA_TC_LARGE_SLOTS];
+    unsigned nlarge;
+    size_t large_bytes;
+    bool large_used;   /* taken from since the last scavenge */
+    struct fa__tcache *next, *prev; /* registry of live caches */
+    uint8_t kind;      /* FA_TC_* */
+} FA_ALIGNED_CL;
+
+enum { FA_TC_REAL = 0, FA_TC_EMPTY = 1, FA_TC_DEAD = 2 };
+
+/* The calling thread's cache.  It starts at a shared, permanently empty
+ * cache, so a thread's first malloc or free falls into the slow path with no
+ * separate "initialised?" test on the fast path. */
+extern __thread struct fa__tcache *fa__tls_cache
+    __attribute__((tls_model("initial-exec"))) FA_HIDDEN;
+
+/* Slow paths.  Allocation: heads[] was empty, or the thread has no cache;
+ * it expects the allocator initialised (the api layer sees to it).  Free: p
+ * is not in a span the thread owns (a remote free, a large block, or no
+ * cache yet); a block that is not small goes to the large-block layer.
+ * Span empty: a free made every block of s, which the calling thread owns,
+ * free. */
+void *fa__tc_alloc_slow(size_t size) FA_HIDDEN;
+/* The short way out of an empty heads[cls]: the current span's freelist,
+ * taken whole, which a loop that frees and allocates again needs once per
+ * turn of the span.  The list's blocks leave used's complement, so used
+ * becomes carved (plus the current span's one) without reading the list.
+ * NULL when there is none, or no cache: take the slow path. */
+FA_INLINE void *fa__tc_refill(unsigned cls)
+{
+    struct fa__tcache *tc = fa__tls_cache;
+    struct fa__span *s = tc->cur[cls];
+    if (s == NULL)
+        return NULL;
+    void *p = s->freelist;
+    /* A short list on a span still being cut: the slow path cuts more
+     * behind it, so that a loop with a window of live blocks does not come
+     * back here at every allocation (used counts the current span's one). */
+    uint32_t carved = s->carved;
+    if (p == NULL || (carved + 1 - s->used < FA_TC_REFILL_MIN && carved < fa__classes[cls].objs))
+        return NULL;
+    /* The list's blocks, but those the slow paths put there, are the
+     * thread's own frees: counted now (tcache.c, fold). */
+    FA_COUNT_ADD(tc->n.frees[cls], carved + 1 - s->used - s->nonuser);
+    s->nonuser = 0;
+    s->freelist = NULL;
+    s->used = carved + 1;
+    FA_COUNT_ADD(tc->n.allocs[cls], 1);
+    tc->heads[cls] = fa__fl_next_of(p, cls);
+    return p;
+}
+void fa__tc_free_slow(void *p) FA_HIDDEN;
+/* The index in the small span s of the block that holds a; whether a is
+ * the start of a block that has been cut (the hardened build's check of
+ * every free). */
+FA_INLINE uint64_t fa__tc_block_index(const struct fa__span *s, uintptr_t a)
+{
+    return ((a - s->start) * fa__classes[s->cls].recip) >> 42;
+}
+
+FA_INLINE bool fa__tc_block_start(const struct fa__span *s, uintptr_t a)
+{
+    uint64_t q = fa__tc_block_index(s, a);
+    return q * fa__classes[s->cls].size == a - s->start && q < s->carved;
+}
+/* Stop the program: p, in the small span s, is not a block handed out
+ * (fa__tc_block_start said so). */
+_Noreturn FA_COLD void fa__tc_free_bad(const void *p, const struct fa__span *s) FA_HIDDEN;
+/* p, a block of a span the calling thread owns, carries its free mark
+ * (02-records/freelist.h): stop the program if p is on a free list, else free it
+ * as the fast path would. */
+void fa__tc_free_marked(void *p) FA_HIDDEN;
+void fa__tc_span_empty(struct fa__span *s) FA_HIDDEN;
+
+void fa__tc_init(void) FA_HIDDEN;
+
+/* Bytes held in all live thread caches (approximate while threads run):
+ * their all-free spans and the large blocks they keep; and what they may
+ * hold together (their claims on the global bound, and the large blocks). */
+size_t fa__tc_cached_bytes(void) FA_HIDDEN;
+/* Every thread's counts, summed: the threads that exited, and the live
+ * ones (a live thread's frees of its own blocks count once it takes them
+ * back from its spans; the calling thread's count at once). */
+void fa__tc_sum_counts(struct fa__tc_counts *out) FA_HIDDEN;
+/* Count a large block the calling thread allocated (alloc) or freed, of
+ * bytes; a large free is counted by the thread cache's free path itself. */
+void fa__tc_count_large(bool alloc, size_t bytes) FA_HIDDEN;
+size_t fa__tc_claimed_bytes(void) FA_HIDDEN;
+unsigned fa__tc_live_threads(void) FA_HIDDEN;
+
+/* A large block of at least size bytes (at most FA_TC_LARGE_MAX, page
+ * alignment) from the calling thread's cache, or NULL. */
+void *fa__tc_large_alloc(size_t size) FA_HIDDEN;
+
+/* A diagnostic mode is on (src/00-base/diag.h): the calling thread's cache,
+ * if it has one, is hidden from the fast paths, which then miss on every
+ * call; the slow paths go on using it (and show it again once the mode is
+ * off).  Cheap when there is nothing to hide. */
+void fa__tc_leave(void) FA_HIDDEN;
+
+/* Give back everything the calling thread caches (fa_trim). */
+void fa__tc_flush_mine(void) FA_HIDDEN;
+
+/* For fork. */
+void fa__tc_lock_registry(void) FA_HIDDEN;
+void fa__tc_unlock_registry(void) FA_HIDDEN;
+
+#endif

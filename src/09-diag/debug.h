@@ -1,0 +1,52 @@
+/* Debug mode (FASTALLOC_DEBUG=1, chosen at start-up).  Every block carries a
+ * header before it and a canary after it, is filled when allocated and when
+ * freed, waits in a quarantine after free, and records where it was
+ * allocated and freed.  Bad frees and overwrites are reported in one line,
+ * with backtraces, then abort (or go on, FASTALLOC_DEBUG_CONTINUE=1); live
+ * blocks are reported at exit, grouped by where they were allocated.
+ *
+ * Outside debug mode none of this runs.  In it (and in the other
+ * diagnostic modes: memcheck, hooks, traces), a thread's cache is hidden
+ * from the fast paths (08-tcache/tcache.c), so its every malloc and free leaves
+ * them through the one branch that already exists, and the api layer sends
+ * it here. */
+#ifndef FA_DEBUG_DEBUG_H
+#define FA_DEBUG_DEBUG_H
+
+#include "00-base/config.h"
+
+/* At start-up, after the options: turn debug mode on when asked, and
+ * valgrind's mode when running under it (fa__diag_mode). */
+void fa__dbg_init(void) FA_HIDDEN;
+
+/* The entry points of every diagnostic mode: checked blocks in debug mode
+ * and under memcheck, plain blocks with hooks alone; the hooks, when set,
+ * in every mode.  A block of size bytes aligned to align (0: the default),
+ * zeroed when zero is set; NULL with errno = ENOMEM. */
+void *fa__dbg_alloc(size_t size, size_t align, bool zero) FA_HIDDEN;
+/* free(p), for any p the program passes, NULL included. */
+void fa__dbg_free(void *p) FA_HIDDEN;
+/* realloc(p, size): the block always moves, so that a stale pointer to the
+ * old one meets the quarantine. */
+void *fa__dbg_realloc(void *p, size_t size) FA_HIDDEN;
+/* The size the program asked for (the canary follows it). */
+size_t fa__dbg_usable(void *p) FA_HIDDEN;
+/* 1 when p is a live block that debug mode returned. */
+int fa__dbg_owns(const void *p) FA_HIDDEN;
+
+/* Set the hooks (NULL: none): 0, or EINVAL.  While they are set, every
+ * call comes here (fa__diag_mode), and the entry points above call them. */
+struct fa_hooks;
+int fa__dbg_set_hooks(const struct fa_hooks *hooks) FA_HIDDEN;
+
+/* For the object pool's debug mode (13-pool/debug.c), which reports in the
+ * same form: after the report's first line, the calling stack, then abort
+ * unless FASTALLOC_DEBUG_CONTINUE is set; and the thread id the lines give. */
+void fa__dbg_report_end(void) FA_HIDDEN;
+int fa__dbg_tid(void) FA_HIDDEN;
+
+/* For fork: the lock of the live list and the quarantine. */
+void fa__dbg_lock_for_fork(void) FA_HIDDEN;
+void fa__dbg_unlock_for_fork(void) FA_HIDDEN;
+
+#endif

@@ -1,0 +1,169 @@
+/* malloc, calloc, realloc and friends, and the allocation slow paths. */
+#include "fastalloc.h"
+#include "12-api/fastpath.h"
+#include "12-api/override.h"
+#include "00-base/diag.h"
+#include "06-large/large.h"
+#include "09-diag/debug.h"
+#include "11-init/init.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* Past the refill: start-up, the diagnostic modes, the thread cache's slow
+ * path.  A function of its own, so that the refill before it needs no
+ * stack frame (it saved a register for the call to start-up). */
+static FA_NOINLINE void *alloc_slower(size_t size)
+{
+    fa__ensure_init();
+    if (FA_UNLIKELY(fa__diag_on()))
+        return fa__api_alloc_diag(size, 0, false);
+    void *p = fa__tc_alloc_slow(size);
+    if (p != NULL)
+        fa__fl_hand_out(p, fa__classes[fa__size_to_class(size)].size);
+    return p;
+}
+
+void *fa__api_alloc_diag(size_t size, size_t align, bool zero)
+{
+    fa__ensure_init();
+    fa__tc_leave(); /* a thread whose cache was in view when the mode came on */
+    return fa__dbg_alloc(size, align, zero);
+}
+
+void *fa__api_alloc_slow(size_t size, unsigned cls)
+{
+    /* A diagnostic mode sees every call, the refill's too. */
+    if (FA_UNLIKELY(fa__diag_on()))
+        return alloc_slower(size);
+    /* Class 0 (before start-up) has no current span. */
+    void *p = fa__tc_refill(cls);
+    if (FA_LIKELY(p != NULL)) {
+        fa__fl_hand_out(p, fa__classes[cls].size);
+        return p;
+    }
+    return alloc_slower(size);
+}
+
+void *fa__api_alloc_large(size_t size, size_t align, bool zero)
+{
+    fa__ensure_init();
+    if (FA_UNLIKELY(fa__diag_on()))
+        return fa__api_alloc_diag(size, align, zero);
+    /* A large block this thread freed lately, warm in its core's cache. */
+    if (size <= FA_TC_LARGE_MAX && align <= FA_PAGE_SIZE) {
+        void *p = fa__tc_large_alloc(size);
+        if (p != NULL) {
+            if (zero)
+                memset(p, 0, size);
+            return p;
+        }
+    }
+    void *p = fa__large_alloc(size, align, zero);
+    if (p != NULL)
+        fa__tc_count_large(true, fa__large_size(fa__pm_span((uintptr_t)p)));
+    return p;
+}
+
+FA_HOT_ENTRY void *fa_malloc(size_t size)
+{
+    return fa__do_malloc(size);
+}
+
+void *fa_calloc(size_t n, size_t size)
+{
+    size_t total;
+    if (FA_UNLIKELY(__builtin_mul_overflow(n, size, &total))) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (total > FA_MAX_SMALL)
+        return fa__api_alloc_large(total, 0, true);
+    if (FA_UNLIKELY(fa__diag_on())) /* a trace records it as a calloc */
+        return fa__api_alloc_diag(total, 0, true);
+    void *p = fa__do_malloc(total);
+    if (FA_LIKELY(p != NULL))
+        memset(p, 0, total);
+    return p;
+}
+
+size_t fa_malloc_usable_size(void *p)
+{
+    if (p == NULL)
+        return 0;
+    if (FA_UNLIKELY(fa__diag_on()))
+        return fa__dbg_usable(p);
+    unsigned cls = fa__pm_class((uintptr_t)p);
+    if (FA_LIKELY(cls != 0))
+        return fa__classes[cls].size;
+    return fa__large_usable(p);
+}
+
+static void *move_block(void *p, size_t old_usable, size_t size)
+{
+    void *n = fa__do_malloc(size);
+    if (FA_UNLIKELY(n == NULL))
+        return NULL; /* errno is ENOMEM; p stays valid, as the standard asks */
+    memcpy(n, p, old_usable < size ? old_usable : size);
+    fa__do_free(p);
+    return n;
+}
+
+void *fa_realloc(void *p, size_t size)
+{
+    if (FA_UNLIKELY(fa__diag_on()))
+        return fa__dbg_realloc(p, size);
+    if (p == NULL)
+        return fa__do_malloc(size);
+    if (size == 0) { /* glibc frees and returns NULL */
+        fa__do_free(p);
+        return NULL;
+    }
+    unsigned cls = fa__pm_class((uintptr_t)p);
+    if (cls != 0) {
+        /* Stay in place only within the same class: a shrink into a smaller
+         * class moves, so the block's size and its class always agree (which
+         * sized free relies on). */
+        if (size <= FA_MAX_SMALL && fa__size_to_class(size) == cls)
+            return p;
+        return move_block(p, fa__classes[cls].size, size);
+    }
+    struct fa__span *s = fa__large_span_of(p, "realloc");
+    if (FA_UNLIKELY(size > FA_MAX_REQUEST)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t old = fa__large_size(s);
+    if (size > FA_MAX_SMALL && fa__large_resize(s, size)) {
+        /* The same block, counted as freed at its old size and allocated
+         * at its new one. */
+        if (fa__large_size(s) != old) {
+            fa__tc_count_large(false, old);
+            fa__tc_count_large(true, fa__large_size(s));
+        }
+        return p;
+    }
+    return move_block(p, fa__large_size(s), size);
+}
+
+void *fa_reallocarray(void *p, size_t n, size_t size)
+{
+    size_t total;
+    if (FA_UNLIKELY(__builtin_mul_overflow(n, size, &total))) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return fa_realloc(p, total);
+}
+
+#ifdef FA_OVERRIDE
+FA_ALIAS(malloc, fa_malloc);
+FA_ALIAS(calloc, fa_calloc);
+FA_ALIAS(realloc, fa_realloc);
+FA_ALIAS(reallocarray, fa_reallocarray);
+FA_ALIAS(malloc_usable_size, fa_malloc_usable_size);
+/* glibc's internal names: glibc itself and some programs call these. */
+FA_ALIAS(__libc_malloc, fa_malloc);
+FA_ALIAS(__libc_calloc, fa_calloc);
+FA_ALIAS(__libc_realloc, fa_realloc);
+#endif

@@ -1,0 +1,112 @@
+/* The fast paths of malloc and free, inlined into every public entry point.
+ * Their common case (a small block; the thread cache has one, or the block's
+ * span is the thread's own) is straight-line code with no call, no lock and
+ * no atomic read-modify-write: one TLS load, two or three table loads and a
+ * free-list pop or push.  Everything else leaves through one unlikely branch into a
+ * slow path; that branch is where debug modes, hooks and tracing attach. */
+#ifndef FA_API_FASTPATH_H
+#define FA_API_FASTPATH_H
+
+#include "00-base/config.h"
+#include "02-records/freelist.h"
+#include "06-large/large.h"
+#include "04-pageheap/pageheap.h"
+#include "02-records/pagemap.h"
+#include "02-records/sizeclass.h"
+#include "08-tcache/tcache.h"
+
+/* Slow paths (alloc.c): start-up, then the thread cache's refill; and a
+ * block too large for the size classes.  Never inlined: the fast path
+ * would pay for their stack frame. */
+FA_NOINLINE void *fa__api_alloc_slow(size_t size, unsigned cls) FA_HIDDEN;
+FA_NOINLINE void *fa__api_alloc_large(size_t size, size_t align, bool zero) FA_HIDDEN;
+/* Free's slow paths (free.c): a block in no page-map leaf (a large block,
+ * NULL, a foreign pointer), and one the thread does not own.  A diagnostic
+ * mode takes both. */
+FA_NOINLINE void fa__api_free_unmapped(void *p) FA_HIDDEN;
+FA_NOINLINE void fa__api_free_slow(void *p) FA_HIDDEN;
+/* A pointer that is not 16-byte aligned (no block's start), and a block of
+ * the thread's own span that already carries the free mark: a second free,
+ * unless the slow path finds the block on no free list (02-records/freelist.h). */
+FA_NOINLINE void fa__api_free_misaligned(void *p) FA_HIDDEN;
+FA_NOINLINE void fa__api_free_marked(void *p) FA_HIDDEN;
+/* An allocation while a diagnostic mode is on (alloc.c): the calling
+ * thread's cache hidden first, then the mode's own path (09-diag/debug.h). */
+FA_NOINLINE void *fa__api_alloc_diag(size_t size, size_t align, bool zero) FA_HIDDEN;
+
+/* malloc's count of the block it hands out: one add to memory.  gcc, left
+ * to itself, puts &heads[cls] in a register to share it with the counter,
+ * which costs a lea and a move of the result (icount 64-reuse 37.3 against
+ * 36.3); the add is written out on x86-64 so that it indexes tc and cls as
+ * the heads[] accesses do.  The asm writes memory that nothing in the fast
+ * path reads. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
+#define FA_COUNT_ALLOC(tc, cls)                                                                      \
+    __asm__("addq $1, %c2(%0,%q1,8)" ::"r"(tc), "r"(cls), "i"(offsetof(struct fa__tcache, n.allocs)))
+#else
+#define FA_COUNT_ALLOC(tc, cls) FA_COUNT_ADD((tc)->n.allocs[cls], 1)
+#endif
+
+FA_INLINE void *fa__do_malloc(size_t size)
+{
+    size_t cls; /* the table's byte, zero-extended: indexes heads[] as it is */
+    if (FA_LIKELY(size <= FA_SMALL_TABLE_MAX))
+        cls = __atomic_load_n(&fa__class_small[size], __ATOMIC_RELAXED); /* sizeclass.h */
+    else if (FA_LIKELY(size <= FA_MAX_SMALL))
+        cls = __atomic_load_n(&fa__class_large[(size + 127) >> 7], __ATOMIC_RELAXED);
+    else
+        return fa__api_alloc_large(size, 0, false);
+    struct fa__tcache *tc = fa__tls_cache;
+    void *p = tc->heads[cls];
+    if (FA_UNLIKELY(p == NULL))
+        return fa__api_alloc_slow(size, cls);
+    tc->heads[cls] = fa__fl_next_of(p, (unsigned)cls);
+    FA_COUNT_ALLOC(tc, cls);
+    fa__fl_hand_out(p, fa__classes[cls].size);
+    return p;
+}
+
+/* A block goes back to its span's own freelist when the calling thread owns
+ * the span, which the page map says in one load; every other case (another
+ * thread's span, no span nobody owns, a large block, no cache yet, NULL)
+ * leaves through that one test.  used counts the span's blocks that are not
+ * on its freelist: when it reaches 0, every block is free and the slow path
+ * decides whether the thread keeps the span.
+ * Two checks come first: a pointer that is no block's start by its low
+ * bits, and a block already marked free, each a test and a branch (SECURITY.md
+ * says what they catch). */
+FA_INLINE void fa__do_free(void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    if (FA_UNLIKELY(a % FA_MIN_ALIGN != 0)) {
+        fa__api_free_misaligned(p);
+        return;
+    }
+    struct fa__pm_leaf *leaf = fa__pm_leaf_of(a);
+    if (FA_UNLIKELY(leaf == NULL)) {
+        fa__api_free_unmapped(p);
+        return;
+    }
+    size_t i = fa__pm_index(a);
+    if (FA_UNLIKELY(__atomic_load_n(&leaf->owner[i], __ATOMIC_RELAXED) != fa__tls_cache)) {
+        fa__api_free_slow(p);
+        return;
+    }
+    struct fa__span *s = leaf->span[i];
+#if FA_SECURE
+    if (FA_UNLIKELY(!fa__tc_block_start(s, a)))
+        fa__tc_free_bad(p, s);
+#endif
+    if (FA_UNLIKELY(fa__fl_marked(p, s))) {
+        fa__api_free_marked(p);
+        return;
+    }
+    fa__fl_push(&s->freelist, p);
+    fa__fl_mark(p, s);
+    fa__fl_scrub(p, fa__classes[s->cls].size);
+    fa__fl_poison(p, fa__classes[s->cls].size);
+    if (FA_UNLIKELY(--s->used == 0))
+        fa__tc_span_empty(s);
+}
+
+#endif

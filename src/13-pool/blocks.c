@@ -1,0 +1,177 @@
+/* Blocks, the pool's unit of memory: the lists that hold them, and a
+ * block's life from its mapping (new, then cut object by object) to its
+ * unmapping (release).  Every caller either owns the block or holds the
+ * lock that guards it, as each function says.  The remote-put protocol is
+ * in pool.h, beside the records it works on: the get and put paths, trims
+ * and destroy all use it. */
+#include "13-pool/pool.h"
+#include "00-base/asan.h"
+#include "01-os/os.h"
+
+/* ---- block lists ---- */
+
+/* b has just been linked into l. */
+static void bl_entered(struct blist *l, struct block *b, int where)
+{
+    __atomic_store_n(&l->n, l->n + 1, __ATOMIC_RELAXED); /* peeked without the lock */
+    b->where = (uint8_t)where;
+    /* Read by any thread's put (it never equals another thread's token). */
+    __atomic_store_n(&b->tag, where == W_AVAIL ? (uintptr_t)b->owner : 0, __ATOMIC_RELAXED);
+}
+
+void fa__pool_bl_push(struct blist *l, struct block *b, int where)
+{
+    b->lprev = NULL;
+    b->lnext = l->head;
+    if (l->head != NULL)
+        l->head->lprev = b;
+    else
+        l->tail = b;
+    l->head = b;
+    bl_entered(l, b, where);
+}
+
+void fa__pool_bl_push_tail(struct blist *l, struct block *b, int where)
+{
+    b->lnext = NULL;
+    b->lprev = l->tail;
+    if (l->tail != NULL)
+        l->tail->lnext = b;
+    else
+        l->head = b;
+    l->tail = b;
+    bl_entered(l, b, where);
+}
+
+void fa__pool_bl_remove(struct blist *l, struct block *b)
+{
+    if (b->lprev != NULL)
+        b->lprev->lnext = b->lnext;
+    else
+        l->head = b->lnext;
+    if (b->lnext != NULL)
+        b->lnext->lprev = b->lprev;
+    else
+        l->tail = b->lprev;
+    __atomic_store_n(&l->n, l->n - 1, __ATOMIC_RELAXED);
+    b->lnext = b->lprev = NULL;
+    b->where = W_NONE;
+    __atomic_store_n(&b->tag, 0, __ATOMIC_RELAXED);
+}
+
+/* ---- blocks ---- */
+
+/* Move a non-current block's remote puts onto its free list. */
+void fa__pool_block_collect(fa_pool *pool, struct block *b)
+{
+    int64_t n;
+    void *r = remote_take(b, &n);
+    b->out -= n;
+    if (r == NULL)
+        return;
+    if (b->free != NULL) {
+        void *t = r;
+        while (fa__fl_next_at(t, negoff(pool)) != NULL)
+            t = fa__fl_next_at(t, negoff(pool));
+        fa__fl_set_next_at(t, negoff(pool), b->free);
+    }
+    b->free = r;
+}
+
+/* A new block, not in any list.  grow held.  NULL when the pool is at its
+ * cap or the OS refuses. */
+struct block *fa__pool_block_new(fa_pool *pool, struct lpool *owner)
+{
+    size_t objs = pool->per_block;
+    if (pool->max_objects) {
+        if (pool->reserved >= pool->max_objects)
+            return NULL;
+        if (objs > pool->max_objects - pool->reserved)
+            objs = pool->max_objects - pool->reserved;
+    }
+    if (pool->max_bytes && pool->bytes_os + pool->block_size > pool->max_bytes)
+        return NULL;
+    if (pool->spare == pool->spare_end) {
+        /* Fewer, larger mappings as the pool grows: each mmap() takes the
+         * process's mmap lock for writing and stalls the page faults of
+         * every other thread. */
+        size_t n = pool->chunk_blocks;
+        if (pool->chunk_blocks < CHUNK_MAX)
+            pool->chunk_blocks *= 2;
+        if (pool->max_bytes && n * pool->block_size > pool->max_bytes - pool->bytes_os)
+            n = (pool->max_bytes - pool->bytes_os) / pool->block_size;
+        if (n == 0)
+            n = 1;
+        char *p = fa__os_map(n * pool->block_size, pool->block_size);
+        if (p == NULL)
+            return NULL;
+        pool->spare = p;
+        pool->spare_end = p + n * pool->block_size;
+    }
+    /* Fresh from mmap or from a trimmed-away spare range: zero.  Whatever
+     * poison an earlier mapping there left goes (00-base/asan.h). */
+    FA_UNPOISON(pool->spare, pool->block_size);
+    struct block *b = (struct block *)block_header((uintptr_t)pool->spare);
+    pool->spare += pool->block_size;
+    pool->bytes_os += pool->block_size;
+    if (pool->bytes_os > pool->bytes_peak)
+        pool->bytes_peak = pool->bytes_os;
+    pool->reserved += objs;
+    __atomic_store_n(&b->owner, owner, __ATOMIC_RELAXED);
+    b->bump = b->built_end = first_obj(pool, b);
+    b->end = b->bump + objs * pool->slot;
+    b->next = pool->blocks;
+    pool->blocks = b;
+    return b;
+}
+
+/* Cut one object from b's uncut part, constructing it if it is new. */
+void *fa__pool_cut_one(fa_pool *pool, struct block *b)
+{
+    uintptr_t u = b->bump;
+    if (u >= b->end)
+        return NULL;
+    b->bump = u + pool->slot;
+    if (u >= b->built_end) {
+        if (pool->ctor)
+            pool->ctor((void *)u, pool->arg);
+        b->built_end = b->bump;
+    }
+    return (void *)u;
+}
+
+/* ---- release ---- */
+
+/* Unmap a block (grow held, in no list) after dtor on its objects, which
+ * are all free. */
+static size_t block_release(fa_pool *pool, struct block *b)
+{
+    FA_UNPOISON((void *)block_base(pool, b), pool->block_size);
+    if (pool->dtor)
+        for (uintptr_t u = first_obj(pool, b); u < b->built_end; u += pool->slot)
+            pool->dtor((void *)u, pool->arg);
+    pool->remote_retired += b->nremote;
+    pool->reserved -= (b->end - first_obj(pool, b)) / pool->slot;
+    pool->bytes_os -= pool->block_size;
+    fa__os_unmap((void *)block_base(pool, b), pool->block_size);
+    return pool->block_size;
+}
+
+/* Unmap every block marked doomed, taking it off the pool's list of blocks
+ * (grow held; each in no other list, its objects all free).  Returns the
+ * bytes given back. */
+size_t fa__pool_release_doomed(fa_pool *pool)
+{
+    size_t released = 0;
+    struct block **pp = &pool->blocks;
+    while (*pp != NULL) {
+        struct block *b = *pp;
+        if (b->doomed) {
+            *pp = b->next;
+            released += block_release(pool, b);
+        } else {
+            pp = &b->next;
+        }
+    }
+    return released;
+}

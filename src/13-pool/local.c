@@ -1,0 +1,230 @@
+/* Local pools: each thread's own part of a pool, and the per-thread arrays
+ * that find them.  A local pool is created on a thread's first get, holds
+ * the thread's current block and its lists of other blocks, hands all-free
+ * blocks over to its global pool, and gives everything back when its
+ * thread exits or its pool is destroyed.  The get and put paths call in
+ * here from their slow paths only: to file a block that leaves their hands,
+ * and to find a thread its local pool. */
+#include "13-pool/pool.h"
+#include "00-base/clock.h"
+#include "02-records/meta.h"
+
+#include <string.h>
+
+/* ---- per-thread arrays of local pools (why they look so: pool.h) ---- */
+
+static struct block no_block;
+/* Stand-in for "no local pool yet": no free object and a current block that
+ * no object is in, so both get and put fall into their slow path with no
+ * extra test (its `cur` is not NULL for the same reason). */
+static uintptr_t no_tag; /* the stand-in's mask makes every block address 0 */
+struct lpool fa__pool_empty_lp = {.head = NULL, .mask = 0, .cur_base = 1, .tok = 1,
+                                  .tag_off = (intptr_t)&no_tag, .cur = &no_block};
+__thread struct lpool *fa__pool_lp[FAST_SLOTS + 1]
+    __attribute__((tls_model("initial-exec"))) = {[0 ... FAST_SLOTS] = &fa__pool_empty_lp};
+__thread struct lpool **fa__pool_lp_more __attribute__((tls_model("initial-exec")));
+static __thread int pool_tls_dead __attribute__((tls_model("initial-exec")));
+static __thread int pool_tls_registered __attribute__((tls_model("initial-exec")));
+
+/* Under the registry lock. */
+static struct lpool *spare_lps;    /* local pools dropped, for reuse */
+static struct lpool ***spare_more; /* recycled fa__pool_lp_more arrays */
+
+static pthread_key_t exit_key;
+static int key_state; /* 0 none, 2 ready */
+
+static void thread_exit(void *arg);
+
+static void ensure_key(void)
+{
+    if (__atomic_load_n(&key_state, __ATOMIC_ACQUIRE) == 2)
+        return;
+    fa__lock(&fa__pool_registry);
+    if (key_state == 0) {
+        pthread_key_create(&exit_key, thread_exit);
+        __atomic_store_n(&key_state, 2, __ATOMIC_RELEASE);
+    }
+    fa__unlock(&fa__pool_registry);
+}
+
+/* ---- local pools ---- */
+
+/* An all-free block leaves the thread: the hand-over. */
+static void hand_over_empty(fa_pool *pool, struct gpool *g, struct block *b, uint64_t now)
+{
+    fa__lock(&g->lock);
+    __atomic_store_n(&b->owner, NULL, __ATOMIC_RELAXED);
+    b->stamp_ms = now;
+    fa__pool_bl_push(&g->empty, b, W_GEMPTY);
+    fa__unlock(&g->lock);
+    (void)pool;
+}
+
+/* File a block that just stopped being current.  May hand it over. */
+void fa__pool_place(fa_pool *pool, struct lpool *lp, struct block *b)
+{
+    if (b->out == 0 && b->built_end > first_obj(pool, b)) {
+        if (lp->spare.n < lp->spare_max) {
+            fa__pool_bl_push(&lp->spare, b, W_SPARE);
+        } else {
+            /* It leaves the thread (and may be unmapped by a trim): no
+             * pointer of ours may keep it. */
+            if (lp->emptied == b)
+                lp->emptied = NULL;
+            if (lp->last == b)
+                lp->last = NULL;
+            hand_over_empty(pool, lp->g, b, fa__now_ms());
+            fa__pool_maybe_idle_trim(pool);
+        }
+    } else if (has_built_free(pool, b)) {
+        fa__pool_bl_push(&lp->avail, b, W_AVAIL);
+    } else if (b->bump < b->end) {
+        fa__pool_bl_push(&lp->fresh, b, W_FRESH);
+    } else {
+        fa__pool_bl_push(&lp->full, b, W_FULL);
+    }
+}
+
+static struct lpool *lp_new(fa_pool *pool)
+{
+    struct lpool *lp = spare_lps; /* registry lock held */
+    if (lp != NULL)
+        spare_lps = lp->next;
+    else
+        lp = fa__meta_alloc(sizeof *lp);
+    if (lp == NULL)
+        return NULL;
+    /* Not the hint: a remote put may still raise it in a recycled lpool. */
+    memset(lp, 0, offsetof(struct lpool, remote_hint));
+    __atomic_store_n(&lp->remote_hint, 0, __ATOMIC_RELAXED);
+    lp->pool = pool;
+    lp->negoff = negoff(pool);
+    lp->mask = ~(uintptr_t)(pool->block_size - 1);
+    lp->cur_base = 1;
+    lp->tok = (uintptr_t)lp;
+    lp->tag_off = (intptr_t)offsetof(struct block, tag);
+    lp->spare_max = pool->spare_max;
+    lp->g = &pool->g[pool->rr++ % pool->ngpools];
+    return lp;
+}
+
+/* The calling thread's local pool for pool, created on first use; NULL in a
+ * thread that is exiting, for a debug pool, or without memory for it. */
+struct lpool *fa__pool_my_lp(fa_pool *pool)
+{
+    struct lpool *found = find_lp(pool);
+    if (found != &fa__pool_empty_lp)
+        return found;
+    if (pool_tls_dead || pool->debug)
+        return NULL;
+    ensure_key();
+    if (!pool_tls_registered) {
+        /* Any non-NULL value: the destructor runs at thread exit. */
+        pthread_setspecific(exit_key, &fa__pool_empty_lp);
+        pool_tls_registered = 1;
+    }
+    fa__lock(&fa__pool_registry);
+    if (pool->id >= FAST_SLOTS && fa__pool_lp_more == NULL) {
+        struct lpool **more = (struct lpool **)spare_more;
+        if (more != NULL)
+            spare_more = (struct lpool ***)more[0];
+        else
+            more = fa__meta_alloc(POOL_MAX * sizeof *more);
+        if (more == NULL) {
+            fa__unlock(&fa__pool_registry);
+            return NULL;
+        }
+        for (size_t i = 0; i < POOL_MAX; i++)
+            more[i] = &fa__pool_empty_lp;
+        fa__pool_lp_more = more;
+    }
+    pthread_mutex_lock(&pool->grow);
+    struct lpool *lp = lp_new(pool);
+    if (lp != NULL) {
+        lp->next = pool->locals.next;
+        lp->prev = &pool->locals;
+        pool->locals.next->prev = lp;
+        pool->locals.next = lp;
+        lp->slot = pool->id < FAST_SLOTS ? &fa__pool_lp[pool->id] : &fa__pool_lp_more[pool->id];
+        *lp->slot = lp;
+    }
+    pthread_mutex_unlock(&pool->grow);
+    fa__unlock(&fa__pool_registry);
+    return lp;
+}
+
+/* A block of a retiring local pool joins g, which is locked: on its empty
+ * list when all its objects are free, else on its list of blocks with
+ * objects out. */
+static void to_global(struct gpool *g, struct block *b, uint64_t now)
+{
+    __atomic_store_n(&b->owner, NULL, __ATOMIC_RELAXED);
+    b->stamp_ms = now;
+    if (b->out == 0)
+        fa__pool_bl_push(&g->empty, b, W_GEMPTY);
+    else
+        fa__pool_bl_push(&g->part, b, W_GPART);
+}
+
+/* Every block of a local pool goes to its global pool (grow held). */
+void fa__pool_lp_retire(fa_pool *pool, struct lpool *lp)
+{
+    struct gpool *g = lp->g;
+    uint64_t now = fa__now_ms();
+    lp->last = lp->emptied = NULL;
+    fa__lock(&g->lock);
+    if (lp->cur != NULL)
+        to_global(g, close_cur(lp), now);
+    struct blist *from[4] = {&lp->avail, &lp->fresh, &lp->full, &lp->spare};
+    for (int i = 0; i < 4; i++) {
+        struct block *b;
+        while ((b = from[i]->head) != NULL) {
+            fa__pool_bl_remove(from[i], b);
+            to_global(g, b, now);
+        }
+    }
+    fa__unlock(&g->lock);
+    pool->gets_retired += lp->gets;
+    pool->puts_retired += lp->puts;
+    lp->gets = lp->puts = lp->gets0 = lp->puts0 = 0;
+}
+
+/* Every block of lp goes to its global pool, and lp leaves its pool's list
+ * and its thread's array, kept for the next thread (registry and grow held;
+ * the thread may be another one, when the pool is destroyed). */
+void fa__pool_lp_drop(fa_pool *pool, struct lpool *lp)
+{
+    fa__pool_lp_retire(pool, lp);
+    lp->prev->next = lp->next;
+    lp->next->prev = lp->prev;
+    lp->next = spare_lps;
+    spare_lps = lp;
+    *lp->slot = &fa__pool_empty_lp;
+}
+
+static void thread_exit(void *arg)
+{
+    (void)arg;
+    pool_tls_dead = 1;
+    fa__lock(&fa__pool_registry);
+    for (size_t i = 0; i < POOL_MAX; i++) {
+        struct lpool **slot = i < FAST_SLOTS ? &fa__pool_lp[i]
+                              : fa__pool_lp_more ? &fa__pool_lp_more[i]
+                                                 : NULL;
+        if (slot == NULL)
+            break;
+        struct lpool *lp = *slot;
+        if (lp == &fa__pool_empty_lp)
+            continue;
+        fa_pool *pool = lp->pool;
+        pthread_mutex_lock(&pool->grow);
+        fa__pool_lp_drop(pool, lp); /* lp->slot is slot */
+        pthread_mutex_unlock(&pool->grow);
+    }
+    if (fa__pool_lp_more != NULL) {
+        fa__pool_lp_more[0] = (struct lpool *)spare_more;
+        spare_more = (struct lpool ***)fa__pool_lp_more;
+        fa__pool_lp_more = NULL;
+    }
+    fa__unlock(&fa__pool_registry);
+}

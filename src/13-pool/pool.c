@@ -1,0 +1,253 @@
+/* A pool's life: create, destroy and stats; the registry of the pools
+ * alive; fork.  The registry's lock is the first of the lock order
+ * (pool.h): fork and destroy, which take every lock of a pool, start
+ * with it. */
+#include "13-pool/pool.h"
+#include "00-base/asan.h"
+#include "10-stats/stats.h"
+#include "00-base/clock.h"
+#include "11-init/init.h"
+#include "01-os/os.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The pools alive, by id; the registry also guards the local pools kept
+ * for reuse and the creation of the threads' arrays (local.c). */
+fa__lock_t fa__pool_registry = FA_LOCK_INIT;
+static fa_pool *pools[POOL_MAX];
+
+/* ---- fork ---- */
+
+/* Every pool lock is held across fork() (registry, then each pool's grow
+ * mutex and global pools, the usual order), so the child finds the pools
+ * consistent.  The blocks of the parent's other threads stay owned by local
+ * pools that have no thread in the child: the child cannot reuse them. */
+static void fork_prepare(void)
+{
+    fa__lock(&fa__pool_registry);
+    for (size_t id = 0; id < POOL_MAX; id++) {
+        fa_pool *p = pools[id];
+        if (p == NULL)
+            continue;
+        pthread_mutex_lock(&p->grow);
+        for (unsigned i = 0; i < p->ngpools; i++)
+            fa__lock(&p->g[i].lock);
+    }
+}
+
+static void fork_release(int child)
+{
+    for (size_t id = POOL_MAX; id-- > 0;) {
+        fa_pool *p = pools[id];
+        if (p == NULL)
+            continue;
+        for (unsigned i = p->ngpools; i-- > 0;)
+            fa__unlock(&p->g[i].lock);
+        if (child)
+            pthread_mutex_init(&p->grow, NULL);
+        else
+            pthread_mutex_unlock(&p->grow);
+    }
+    fa__unlock(&fa__pool_registry);
+}
+
+/* The pools' statistics for fa_stats_get (10-stats/stats.c): the live pools,
+ * in creation slots, at most max of them filled; returns how many live. */
+static unsigned stats_all(fa_pool_stats_t *out, unsigned max)
+{
+    unsigned n = 0;
+    fa__lock(&fa__pool_registry);
+    for (size_t id = 0; id < POOL_MAX; id++) {
+        if (pools[id] == NULL)
+            continue;
+        if (n < max)
+            fa_pool_stats(pools[id], &out[n]);
+        n++;
+    }
+    fa__unlock(&fa__pool_registry);
+    return n;
+}
+
+static void join_fork(void)
+{
+    fa__init_fork_hooks(fork_prepare, fork_release);
+    fa__stats_set_pool_source(stats_all);
+}
+
+/* ---- create / destroy / stats ---- */
+
+fa_pool *fa_pool_create(const fa_pool_options *opt)
+{
+    if (opt == NULL || opt->object_size == 0 || opt->object_size > ((size_t)1 << 30) ||
+        (opt->object_align & (opt->object_align - 1)) != 0 || opt->object_align > 4096 ||
+        (opt->block_size != 0 && ((opt->block_size & (opt->block_size - 1)) != 0 || opt->block_size < 4096))) {
+        errno = EINVAL;
+        return NULL;
+    }
+    fa__ensure_init();
+    static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+    pthread_once(&fork_once, join_fork);
+    size_t align = opt->object_align ? opt->object_align : 16;
+    if (align < sizeof(void *))
+        align = sizeof(void *);
+    size_t link_off = 0, slot = opt->object_size;
+    if (opt->ctor || opt->dtor)
+        link_off = (sizeof(void *) + align - 1) & ~(align - 1);
+    else if (slot < sizeof(void *))
+        slot = sizeof(void *);
+    slot = (link_off + slot + align - 1) & ~(align - 1);
+    size_t bs = opt->block_size ? opt->block_size : DEFAULT_BLOCK;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned ng = opt->global_pools;
+    if (ng == 0)
+        ng = ncpu > 8 ? (unsigned)(ncpu / 4) : 2;
+    if (ng > GPOOLS_MAX)
+        ng = GPOOLS_MAX;
+    size_t capacity = 0, hdr = 0;
+    /* Grow the block until a useful number of objects fits after the header. */
+    for (;;) {
+        capacity = bs / slot;
+        hdr = COLOUR_ROOM + sizeof(struct block) + (opt->debug ? (capacity + 63) / 64 * 8 : 0);
+        hdr = (hdr + align - 1) & ~(align - 1);
+        if (bs > hdr && (bs - hdr) / slot >= 8)
+            break;
+        bs *= 2;
+        if (bs > ((size_t)1 << 34)) {
+            errno = EINVAL;
+            return NULL;
+        }
+    }
+    size_t size = sizeof(fa_pool) + ng * sizeof(struct gpool);
+    fa_pool *pool = fa__os_map(size, 0);
+    if (pool == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    pool->slot = slot;
+    pool->link_off = link_off;
+    pool->align = align;
+    pool->block_size = bs;
+    pool->data_off = hdr;
+    pool->per_block = (uint32_t)((bs - hdr) / slot);
+    pool->chunk_blocks = CHUNK_FIRST;
+    /* handover: free objects a thread may keep in all-free blocks. */
+    pool->spare_max = opt->handover ? opt->handover / pool->per_block : 1;
+    pool->ngpools = ng;
+    pool->debug = opt->debug;
+    pool->idle_ms = opt->idle_trim_ms == 0 ? DEFAULT_IDLE_MS : opt->idle_trim_ms;
+    pool->ctor = opt->ctor;
+    pool->dtor = opt->dtor;
+    pool->arg = opt->arg;
+    pool->max_objects = opt->max_objects;
+    pool->max_bytes = opt->max_bytes;
+    if (opt->name)
+        strncpy(pool->name, opt->name, sizeof pool->name - 1);
+    pthread_mutex_init(&pool->grow, NULL);
+    pool->locals.next = pool->locals.prev = &pool->locals;
+    pool->last_check_ms = fa__now_ms();
+
+    fa__lock(&fa__pool_registry);
+    unsigned id = 0;
+    while (id < POOL_MAX && pools[id] != NULL)
+        id++;
+    if (id == POOL_MAX) {
+        fa__unlock(&fa__pool_registry);
+        fa__os_unmap(pool, size);
+        errno = ENOMEM;
+        return NULL;
+    }
+    pool->id = id;
+    pool->tls_idx = id < FAST_SLOTS ? id : FAST_SLOTS;
+    pools[id] = pool;
+    fa__unlock(&fa__pool_registry);
+    return pool;
+}
+
+void fa_pool_destroy(fa_pool *pool)
+{
+    if (pool == NULL)
+        return;
+    fa__lock(&fa__pool_registry);
+    pools[pool->id] = NULL;
+    pthread_mutex_lock(&pool->grow);
+    /* Every thread's local pool goes: its blocks join the global pools. */
+    while (pool->locals.next != &pool->locals)
+        fa__pool_lp_drop(pool, pool->locals.next);
+    /* dtor on every free object (objects still out get none): the free
+     * lists, remote puts, and what a reset block has not cut again.  The
+     * blocks are about to go: none of their memory stays poisoned. */
+    for (struct block *b = pool->blocks; b != NULL; b = b->next)
+        FA_UNPOISON((void *)block_base(pool, b), pool->block_size);
+    if (pool->dtor) {
+        for (void *o = pool->dbg_free; o != NULL; o = fa__fl_next_at(o, negoff(pool)))
+            pool->dtor(o, pool->arg);
+        for (void *o = pool->dbg_qhead; o != NULL; o = fa__fl_next_at(o, negoff(pool)))
+            pool->dtor(o, pool->arg);
+        for (struct block *b = pool->blocks; b != NULL; b = b->next) {
+            if (b->where == W_DEBUG)
+                continue;
+            int64_t n;
+            void *lists[2] = {b->free, remote_take(b, &n)};
+            for (int k = 0; k < 2; k++)
+                for (void *o = lists[k]; o != NULL; o = fa__fl_next_at(o, negoff(pool)))
+                    pool->dtor(o, pool->arg);
+            for (uintptr_t u = b->bump; u < b->built_end; u += pool->slot)
+                pool->dtor((void *)u, pool->arg);
+        }
+    }
+    struct block *b = pool->blocks;
+    while (b != NULL) {
+        struct block *next = b->next;
+        fa__os_unmap((void *)block_base(pool, b), pool->block_size);
+        b = next;
+    }
+    if (pool->spare != pool->spare_end)
+        fa__os_unmap(pool->spare, (size_t)(pool->spare_end - pool->spare));
+    pthread_mutex_unlock(&pool->grow);
+    pthread_mutex_destroy(&pool->grow);
+    fa__unlock(&fa__pool_registry);
+    fa__os_unmap(pool, sizeof(fa_pool) + pool->ngpools * sizeof(struct gpool));
+}
+
+void fa_pool_stats(fa_pool *pool, fa_pool_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&pool->grow);
+    out->name = pool->name;
+    out->object_size = pool->slot - pool->link_off;
+    uint64_t gets = pool->gets_retired;
+    uint64_t puts = pool->puts_retired + pool->remote_retired;
+    for (struct lpool *lp = pool->locals.next; lp != &pool->locals; lp = lp->next) {
+        gets += __atomic_load_n(&lp->gets, __ATOMIC_RELAXED);
+        puts += __atomic_load_n(&lp->puts, __ATOMIC_RELAXED);
+    }
+    /* Other threads change their blocks as this runs: the figures are
+     * exact only when the pool is quiet. */
+    size_t local = 0, global = 0;
+    for (struct block *b = pool->blocks; b != NULL; b = b->next) {
+        uint64_t nr = __atomic_load_n(&b->nremote, __ATOMIC_RELAXED);
+        puts += nr;
+        struct lpool *owner = __atomic_load_n(&b->owner, __ATOMIC_RELAXED);
+        int64_t o = (owner != NULL && __atomic_load_n(&owner->cur, __ATOMIC_RELAXED) == b)
+                        ? cur_out(owner)
+                        : __atomic_load_n(&b->out, __ATOMIC_RELAXED);
+        o -= (int64_t)(nr - b->nremote_seen);
+        int64_t built = (int64_t)((b->built_end - first_obj(pool, b)) / pool->slot);
+        size_t f = built > o ? (size_t)(built - o) : 0;
+        if (owner != NULL)
+            local += f;
+        else
+            global += f;
+    }
+    out->free_local = local;
+    out->free_global = global;
+    out->gets = gets;
+    out->puts = puts;
+    out->live = gets > puts ? (size_t)(gets - puts) : 0;
+    out->bytes_os = pool->bytes_os;
+    out->bytes_peak = pool->bytes_peak;
+    out->trims = pool->trims;
+    pthread_mutex_unlock(&pool->grow);
+}

@@ -1,0 +1,368 @@
+/* Object pool: what the pool's files share.
+ *
+ * Objects are cut from blocks (64 KiB by default, aligned to their size, a
+ * header near the start: block_header()).  Each block keeps its own LIFO
+ * free list and belongs at any time to one thread's local pool or to one of
+ * the pool's global pools.
+ *
+ * A thread serves gets from one block at a time, its current block, whose
+ * free-list head lives in the local pool (found in O(1): a per-thread array
+ * indexed by the pool's id).  A put of an object of the current block is a
+ * push onto that list.  A put of an object of another block of the thread's
+ * makes that block the current one, so the object put last is always the
+ * next one got.  A put of an object of a block the thread does not own goes
+ * onto the block's remote list, a lock-free stack its owner takes whole when
+ * its own lists run dry.
+ *
+ * Why lists per block and not one list per thread (seed 001's design): a
+ * list threaded through objects freed in random order is walked in random
+ * order, one cache miss and often one TLB miss per get.  A block's list stays
+ * within its block, and a block whose objects are all free is cut again from
+ * its start, in address order, which the hardware prefetches.
+ *
+ * A block whose objects are all free is handed over whole to the thread's
+ * global pool (one list push under a spinlock), beyond a small local spare.
+ * Threads take blocks from their global pool, then from the others; an
+ * exiting thread hands over every block it holds.  Growth takes the pool's
+ * mutex, a longer and rarer critical section.
+ *
+ * Lock order: registry -> pool->grow -> gpool[i] (ascending) -> metadata.
+ *
+ * The files, from the bottom up:
+ *   blocks.c   block lists; a block's life: new, cut, collect, release
+ *   local.c    the per-thread arrays and the local pools in them
+ *   trim.c     giving all-free blocks back to the OS, asked or when idle
+ *   debug.c    debug pools, which check every call under the grow mutex
+ *   get_put.c  fa_pool_get and fa_pool_put, their fast and slow paths
+ *   pool.c     create, destroy, stats, the registry and fork
+ * This header holds the records they all work on and the helpers small
+ * enough to inline; a function one file uses alone stays static there. */
+#ifndef FA_POOL_POOL_H
+#define FA_POOL_POOL_H
+
+#include "fastalloc.h"
+#include "00-base/config.h"
+#include "00-base/lock.h"
+#include "02-records/freelist.h"
+
+#include <pthread.h>
+
+#define POOL_MAX 1024            /* pools alive at once */
+#define FAST_SLOTS 127           /* pools whose local pool TLS finds in one load */
+#define CHUNK_FIRST 4            /* blocks mapped by a pool's first growth */
+#define CHUNK_MAX 64             /* ... doubling up to this (4 MiB of 64 KiB blocks) */
+#define DEFAULT_BLOCK ((size_t)64 << 10)
+#define DEFAULT_IDLE_MS 1000
+#define IDLE_CHECK_EVERY 16      /* hand-overs and growths between two looks at the clock */
+#define GPOOLS_MAX 16
+#define CUT_BATCH 64             /* objects linked at once when a block is cut */
+#define SCAN 8                   /* blocks looked at per search for remote puts */
+
+/* A free object's link word (through the free-list seam): at the object
+ * for a plain pool, in a header before it for a pool with ctor or dtor
+ * (negoff = -header size), since such a pool promises that a free object
+ * keeps all its state. */
+
+enum where { W_NONE, W_CUR, W_AVAIL, W_FRESH, W_FULL, W_SPARE, W_GPART, W_GEMPTY, W_DEBUG };
+
+struct block;
+struct blist {
+    struct block *head, *tail;
+    size_t n;
+};
+
+struct block {
+    /* The owner's fields, read and written only by the owning thread, or
+     * under the global pool's lock while nobody owns the block.  A put into
+     * a block that is not current touches only this first line. */
+    struct lpool *owner;   /* NULL: in a global pool, or a debug pool's */
+    void *free;            /* free list, while not current */
+    int64_t out;           /* objects handed out, while not current */
+    /* The owner while the block is on its avail list, else NULL: with
+     * lpool.tok, one compare admits a put to the short path. */
+    uintptr_t tag;
+    uint8_t where;
+    uint8_t doomed;
+    uintptr_t bump, end;   /* next object to cut; end of the block's objects */
+    uintptr_t built_end;   /* objects below have entered the pool (ctor run) */
+    uint64_t nremote_seen; /* remote puts already taken off `out` */
+    struct block *lnext __attribute__((aligned(FA_CACHELINE))); /* in the list `where` names */
+    struct block *lprev;
+    struct block *next;    /* every block of the pool (grow) */
+    uint64_t stamp_ms;     /* when it entered a global pool all free */
+    /* Written by other threads. */
+    void *remote __attribute__((aligned(FA_CACHELINE)));
+    uint64_t nremote;      /* remote puts ever; added after the push */
+    uint64_t bits[];       /* debug pools: one bit per slot, set while out */
+};
+
+struct gpool {
+    fa__lock_t lock;
+    struct blist part;     /* blocks with objects out, from exited threads */
+    struct blist empty;    /* blocks whose objects are all free */
+} FA_ALIGNED_CL;
+
+struct lpool {
+    /* fast-path fields, one cache line */
+    void *head;            /* the current block's free list */
+    uint64_t gets, puts;
+    intptr_t negoff;       /* link word = object + negoff */
+    uintptr_t mask;        /* ~(block size - 1) */
+    uintptr_t cur_base;    /* the current block's address; 1 when none */
+    uintptr_t tok;         /* this lpool's address while no block is current, else | 1 */
+    intptr_t tag_off;      /* offsetof(struct block, tag) (the stand-in: see local.c) */
+    /* the current block's session: its `out` is out0 + gets - puts since */
+    struct block *cur;
+    int64_t out0;
+    uint64_t gets0 FA_ALIGNED_CL, puts0;
+    struct blist avail;    /* blocks with free objects (built) */
+    struct blist fresh;    /* blocks with only objects never cut */
+    struct blist full;     /* blocks with none (until a put or a remote put) */
+    struct blist spare;    /* blocks all free, at most spare_max */
+    struct block *last;    /* while no block is current: the last put's */
+    struct block *emptied; /* the last block a put emptied */
+    size_t spare_max;
+    struct gpool *g;
+    struct fa_pool *pool;
+    struct lpool *next, *prev; /* the pool's local pools */
+    struct lpool **slot;   /* where the owning thread's array points to us */
+    /* Raised by other threads: a remote put went into one of our blocks
+     * whose remote list was empty. */
+    int remote_hint FA_ALIGNED_CL;
+} FA_ALIGNED_CL;
+
+struct fa_pool {
+    uint32_t tls_idx;      /* id below FAST_SLOTS, else FAST_SLOTS (a stand-in) */
+    uint32_t id;
+    size_t slot;           /* bytes per slot, a multiple of the alignment */
+    size_t link_off;       /* object = slot + link_off */
+    size_t align;
+    size_t block_size;
+    size_t data_off;       /* first slot's offset in a block (after the
+                              header and the room it moves in) */
+    uint32_t per_block;
+    size_t spare_max;
+    unsigned ngpools;
+    int debug;
+    int idle_ms;
+    void (*ctor)(void *, void *);
+    void (*dtor)(void *, void *);
+    void *arg;
+    size_t max_objects, max_bytes;
+    char name[48];
+
+    pthread_mutex_t grow;
+    struct block *blocks;  /* every block */
+    char *spare, *spare_end; /* mapped blocks not yet handed out */
+    size_t chunk_blocks;   /* blocks the next mapping takes */
+    size_t reserved;       /* objects promised to blocks (cap accounting) */
+    size_t bytes_os, bytes_peak;
+    struct lpool locals;   /* sentinel */
+    uint64_t gets_retired, puts_retired; /* from local pools gone, debug, exiting threads */
+    uint64_t remote_retired; /* remote puts into blocks released */
+    uint64_t trims;
+
+    /* debug pools: one LIFO list and the block being cut, under grow; the
+     * objects put lately wait in a FIFO (the quarantine) before the list */
+    void *dbg_free;
+    struct block *dbg_blk;
+    void *dbg_qhead, *dbg_qtail;
+    size_t dbg_qbytes;
+
+    /* idle trim */
+    unsigned tick;
+    uint64_t last_check_ms;
+
+    unsigned rr;           /* next global pool to assign */
+    struct gpool g[];
+};
+
+/* ---- per-thread arrays of local pools (local.c) ---- */
+
+/* The thread's local pools of the first FAST_SLOTS pool ids, in static TLS:
+ * one load finds a local pool (a pointer to a heap array would take two).
+ * 1 KiB per thread, small enough that the library can still be dlopen()ed.
+ * Pools with higher ids all map to the last slot, a permanent stand-in, so
+ * their gets and puts always take the slow path, which finds their local
+ * pool in a per-thread heap array (fa__pool_lp_more, NULL until needed). */
+extern __thread struct lpool *fa__pool_lp[FAST_SLOTS + 1]
+    __attribute__((tls_model("initial-exec"))) FA_HIDDEN;
+extern __thread struct lpool **fa__pool_lp_more __attribute__((tls_model("initial-exec"))) FA_HIDDEN;
+/* The stand-in for "no local pool yet"; no thread ever owns it. */
+extern struct lpool fa__pool_empty_lp FA_HIDDEN;
+
+/* Guards the pool ids, the recycled local pools and the per-thread arrays
+ * of other threads (pool.c). */
+extern fa__lock_t fa__pool_registry FA_HIDDEN;
+
+/* The calling thread's local pool for pool, or &fa__pool_empty_lp. */
+static inline struct lpool *find_lp(const fa_pool *pool)
+{
+    if (FA_LIKELY(pool->id < FAST_SLOTS))
+        return fa__pool_lp[pool->id];
+    return fa__pool_lp_more != NULL ? fa__pool_lp_more[pool->id] : &fa__pool_empty_lp;
+}
+
+/* ---- blocks ---- */
+
+/* A block's header is not at its start but up to COLOURS - 1 cache lines
+ * in, by bits 16 and 17 of the block's address: consecutive blocks of 64
+ * KiB (the default size) take the four places in turn.  At the start, every
+ * header fell in the same L1 set and in 2 of the L2's 2,048, and the header
+ * line a put reads missed at almost every put in random order
+ * (objpool-shuffle, 1 thread, 5 rounds: puts 3.9 ms, 2.8 with 4 places,
+ * the same with 8 or 16; malloc's frees 2.2).  The bits are fixed, so that
+ * the put path shifts by a constant: blocks of 128 KiB take two of the
+ * places, larger ones keep their header at the start, and smaller ones
+ * change place every 64 KiB.  The objects start after the room the header
+ * moves in: 3 objects of 64 B in 64 KiB. */
+#define COLOURS 4
+#define COLOUR_MASK ((uintptr_t)(COLOURS - 1) << 6)
+#define COLOUR_ROOM ((COLOURS - 1) * FA_CACHELINE)
+
+static inline uintptr_t block_header(uintptr_t base)
+{
+    return base + ((base >> (16 - 6)) & COLOUR_MASK);
+}
+
+static inline struct block *block_of(const fa_pool *pool, const void *obj)
+{
+    return (struct block *)block_header((uintptr_t)obj & ~(uintptr_t)(pool->block_size - 1));
+}
+
+/* The address a block was mapped at (its header is in it). */
+static inline uintptr_t block_base(const fa_pool *pool, const struct block *b)
+{
+    return (uintptr_t)b & ~(uintptr_t)(pool->block_size - 1);
+}
+
+static inline uintptr_t first_obj(const fa_pool *pool, const struct block *b)
+{
+    return block_base(pool, b) + pool->data_off + pool->link_off;
+}
+
+static inline intptr_t negoff(const fa_pool *pool)
+{
+    return -(intptr_t)pool->link_off;
+}
+
+/* Cut again from the start: every object is free (out == 0, so no remote
+ * put is pending either) and the list can be dropped for address order. */
+static inline void block_reset(fa_pool *pool, struct block *b)
+{
+    b->free = NULL;
+    b->bump = first_obj(pool, b);
+}
+
+static inline int has_built_free(const fa_pool *pool, const struct block *b)
+{
+    (void)pool;
+    return b->free != NULL || b->bump < b->built_end;
+}
+
+/* Remote puts: a push, then the count.  A taker reads the count first, so
+ * every put it counts is in the list it takes or in an earlier one; `out`
+ * can lag the truth but never run ahead of it, and out == 0 means that
+ * every object is back on the free list.  The three functions of this
+ * protocol stay together here, though only the put's slow path pushes. */
+static inline void remote_push(struct block *b, void *u, intptr_t off)
+{
+    void *old = __atomic_load_n(&b->remote, __ATOMIC_RELAXED);
+    do
+        fa__fl_set_next_at(u, off, old);
+    while (!__atomic_compare_exchange_n(&b->remote, &old, u, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+    __atomic_fetch_add(&b->nremote, 1, __ATOMIC_RELEASE);
+    if (old == NULL) {
+        /* The owner may change under us; a hint to a former owner only
+         * costs it one look.  Local pools are never freed. */
+        struct lpool *o = __atomic_load_n(&b->owner, __ATOMIC_RELAXED);
+        if (o != NULL)
+            __atomic_store_n(&o->remote_hint, 1, __ATOMIC_RELEASE);
+    }
+}
+
+/* The owner, or the holder of the global pool's lock for an unowned block.
+ * Returns the remote list; *counted = puts newly counted. */
+static inline void *remote_take(struct block *b, int64_t *counted)
+{
+    uint64_t c = __atomic_load_n(&b->nremote, __ATOMIC_ACQUIRE);
+    *counted = (int64_t)(c - b->nremote_seen);
+    b->nremote_seen = c;
+    if (__atomic_load_n(&b->remote, __ATOMIC_RELAXED) == NULL)
+        return NULL;
+    return __atomic_exchange_n(&b->remote, NULL, __ATOMIC_ACQUIRE);
+}
+
+static inline int block_has_remote(const struct block *b)
+{
+    return __atomic_load_n(&b->remote, __ATOMIC_RELAXED) != NULL ||
+           __atomic_load_n(&b->nremote, __ATOMIC_RELAXED) != b->nremote_seen;
+}
+
+/* blocks.c: the lists (linking a block in also sets its `where` and its
+ * tag), and a block's life.  fa__pool_block_new and
+ * fa__pool_release_doomed want grow held. */
+void fa__pool_bl_push(struct blist *l, struct block *b, int where) FA_HIDDEN;
+void fa__pool_bl_push_tail(struct blist *l, struct block *b, int where) FA_HIDDEN;
+void fa__pool_bl_remove(struct blist *l, struct block *b) FA_HIDDEN;
+void fa__pool_block_collect(fa_pool *pool, struct block *b) FA_HIDDEN;
+struct block *fa__pool_block_new(fa_pool *pool, struct lpool *owner) FA_HIDDEN;
+void *fa__pool_cut_one(fa_pool *pool, struct block *b) FA_HIDDEN;
+size_t fa__pool_release_doomed(fa_pool *pool) FA_HIDDEN;
+
+/* ---- local pools: the current block's session ---- */
+
+/* The current block's `out`, from the session's counters: the fast paths
+ * count gets and puts in the local pool alone. */
+static inline int64_t cur_out(const struct lpool *lp)
+{
+    return lp->out0 + (int64_t)(lp->gets - lp->gets0) - (int64_t)(lp->puts - lp->puts0);
+}
+
+static inline void open_cur(struct lpool *lp, struct block *b)
+{
+    lp->last = NULL;
+    lp->cur = b;
+    lp->cur_base = (uintptr_t)b & lp->mask;
+    lp->tok = (uintptr_t)lp | 1;
+    lp->head = b->free;
+    b->free = NULL;
+    b->where = W_CUR;
+    lp->out0 = b->out;
+    lp->gets0 = lp->gets;
+    lp->puts0 = lp->puts;
+}
+
+static inline struct block *close_cur(struct lpool *lp)
+{
+    struct block *b = lp->cur;
+    b->out = cur_out(lp);
+    b->free = lp->head;
+    b->where = W_NONE;
+    lp->head = NULL;
+    lp->cur = NULL;
+    lp->cur_base = 1;
+    lp->tok = (uintptr_t)lp;
+    return b;
+}
+
+/* local.c.  fa__pool_place files a block that just stopped being current
+ * (and may hand it over); fa__pool_my_lp finds or creates the calling
+ * thread's local pool (NULL when it cannot have one); fa__pool_lp_retire
+ * hands all of a local pool's blocks to its global pool (grow held);
+ * fa__pool_lp_drop also unlinks it and keeps it for reuse (registry and
+ * grow held). */
+void fa__pool_place(fa_pool *pool, struct lpool *lp, struct block *b) FA_HIDDEN;
+struct lpool *fa__pool_my_lp(fa_pool *pool) FA_HIDDEN;
+void fa__pool_lp_retire(fa_pool *pool, struct lpool *lp) FA_HIDDEN;
+void fa__pool_lp_drop(fa_pool *pool, struct lpool *lp) FA_HIDDEN;
+
+/* trim.c: the idle policy, looked at on the pool's slow paths. */
+void fa__pool_maybe_idle_trim(fa_pool *pool) FA_HIDDEN;
+
+/* debug.c: a debug pool's get and put, and its part of a trim (grow held). */
+void *fa__pool_debug_get(fa_pool *pool) FA_HIDDEN;
+void fa__pool_debug_put(fa_pool *pool, void *obj) FA_HIDDEN;
+size_t fa__pool_debug_trim_locked(fa_pool *pool) FA_HIDDEN;
+
+#endif
