@@ -5,70 +5,7 @@
 
 #include "00-base/lock.h"
 #include "02-records/sizeclass.h"
-
-/* FA_SPAN_CACHED: a freed large block kept by the thread that freed it
- * (08-tcache/tcache.c); still in use for the page heap, freed for everyone else. */
-enum { FA_SPAN_FREE = 0, FA_SPAN_SMALL = 1, FA_SPAN_LARGE = 2, FA_SPAN_PURGING = 3, FA_SPAN_CACHED = 4 };
-
-/* Where a small span's record is linked: nowhere (a full span, detached),
- * on a central cache's list, or on its owner thread's list of the class. */
-enum { FA_LISTED_NONE = 0, FA_LISTED_CENTRAL = 1, FA_LISTED_THREAD = 2 };
-
-/* Low bit of xfree: the span is full and no thread owns it; the next free
- * of one of its blocks takes it (08-tcache/tcache.c). */
-#define FA_XFREE_DETACHED ((uintptr_t)1)
-
-struct fa__span {
-    uintptr_t start;  /* first byte, page aligned */
-    struct fa__span *next, *prev; /* in a page-heap free list or a central list */
-    uint32_t npages;
-    uint32_t used;    /* small spans: blocks carved and not on freelist (live,
-                         in the owner's heads[], or on xfree) */
-    uint8_t state;    /* FA_SPAN_* */
-    uint8_t cls;
-    uint8_t zeroed;   /* every byte is known to be zero (fresh or purged) */
-    uint8_t listed;   /* small spans: FA_LISTED_* (where the record is linked) */
-    uint8_t dirty;    /* free, with pages that may be resident: to purge */
-    uint8_t kept;     /* small spans: every block free, counted in its owner's
-                         kept bytes (08-tcache/tcache.c) */
-    uint8_t full_seen; /* small spans: its owner found it full once */
-    /* A span is either in use or free, never both: the fields of each state
-     * share memory, which keeps the record at one cache line (each is
-     * allocated with an empty line after it: span_new, 04-pageheap/pageheap.c). */
-    union {
-        struct { /* small spans in use (the protocol: 08-tcache/tcache.c) */
-            /* Blocks freed by the span's owner, or, for a span nobody owns,
-             * blocks free under the central cache's class lock. */
-            void *freelist;
-            /* Blocks freed by other threads: a list pushed with one
-             * compare-and-swap, its low bit FA_XFREE_DETACHED. */
-            uintptr_t xfree;
-            /* Blocks cut from the span so far: the rest is cut lazily, so
-             * that a new span touches no page it does not hand out.  A
-             * class has at most 65,535 blocks a span (sizeclass.c). */
-            uint16_t carved;
-            /* Blocks on freelist that the owner's statistics must not count
-             * as its frees when it takes the list: blocks its slow paths
-             * put back (from heads[], from xfree) and blocks already there
-             * when it took the span.  The rest of the list is the owner's
-             * own frees, which the free fast path does not count (tcache.c,
-             * fold).  At most the list's length. */
-            uint16_t nonuser;
-            uint32_t touched; /* scavenge epoch when last allocated from */
-        };
-        struct { /* dirty free spans */
-            /* ms, the low 32 bits of fa__now_ms(): ages are compared by
-             * unsigned difference, exact for 49 days (03-purge/purge.c). */
-            uint32_t free_since;
-            /* Pages that may be resident, at most npages.  A freed span
-             * merges with clean free space around it; counting the merged
-             * span whole as dirty made the heap purge the same clean pages
-             * again and again. */
-            uint32_t ndirty;
-            struct fa__span *dnext, *dprev; /* list of dirty free spans */
-        };
-    };
-};
+#include "02-records/span.h"
 
 void fa__ph_init(void) FA_HIDDEN;
 void fa__ph_after_fork_child(void) FA_HIDDEN;

@@ -11,8 +11,7 @@
 #include "04-pageheap/pageheap.h"
 #include "02-records/pagemap.h"
 #include "02-records/sizeclass.h"
-
-#include <string.h>
+#include "02-records/span.h"
 
 /* Lists by fullness: list k holds spans with used * NLISTS / objs == k. */
 #define NLISTS 4
@@ -54,44 +53,6 @@ static void list_del(struct central *cc, struct fa__span *s)
     s->next = s->prev = NULL;
     s->listed = FA_LISTED_NONE;
     __atomic_store_n(&cc->free_objs, cc->free_objs - (fa__classes[s->cls].objs - s->used), __ATOMIC_RELAXED);
-}
-
-unsigned fa__span_collect(struct fa__span *s)
-{
-    if (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) == 0)
-        return 0;
-    uintptr_t x = __atomic_exchange_n(&s->xfree, 0, __ATOMIC_ACQUIRE);
-    return fa__span_absorb(s, (void *)(x & ~FA_XFREE_DETACHED));
-}
-
-unsigned fa__span_absorb(struct fa__span *s, void *head)
-{
-    if (head == NULL)
-        return 0;
-    unsigned n = 1;
-    void *last = head;
-    for (void *b = fa__fl_next(head); b != NULL; b = fa__fl_next(b)) {
-        last = b;
-        /* used counts every block on xfree: a longer list holds a block
-         * twice (two frees from other threads, the first already pushed)
-         * or loops back on itself. */
-        if (++n > s->used)
-            fa__fatal("fastalloc: free(): double free among the %u-byte blocks freed by other threads "
-                      "near %p",
-                      fa__classes[s->cls].size, last);
-    }
-    fa__fl_set_next(last, s->freelist);
-    s->freelist = head;
-    s->used -= n;
-    s->nonuser += n; /* remote frees: counted by the threads that made them */
-    return n;
-}
-
-bool fa__span_detach(struct fa__span *s)
-{
-    uintptr_t zero = 0;
-    return __atomic_compare_exchange_n(&s->xfree, &zero, FA_XFREE_DETACHED, false, __ATOMIC_ACQ_REL,
-                                       __ATOMIC_RELAXED);
 }
 
 static struct fa__span *new_span(unsigned cls)
@@ -174,16 +135,10 @@ void *fa__central_alloc_one(unsigned cls)
     void *p;
     if (s->freelist != NULL) {
         p = fa__fl_pop(&s->freelist);
+        s->used++;
     } else {
-        p = (void *)(s->start + (uintptr_t)s->carved * ci->size);
-        s->carved++;
-        /* As a cut block is (08-tcache/tcache.c, carve): marked free, and
-         * zeroed in the hardened build. */
-        if (FA_SECURE && !s->zeroed)
-            memset(p, 0, ci->size);
-        fa__fl_mark(p, s);
+        p = fa__span_carve(s, 1, NULL); /* counts it in used */
     }
-    s->used++;
     if (s->freelist == NULL && s->carved == ci->objs) {
         /* Full: detached, so that the next free of one of its blocks takes
          * it (08-tcache/tcache.c).  A block freed meanwhile keeps it listed. */

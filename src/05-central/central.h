@@ -42,18 +42,6 @@ void fa__central_drain(void) FA_HIDDEN;
  * last collection). */
 size_t fa__central_free_bytes(void) FA_HIDDEN;
 
-/* Move the blocks on a span's xfree list to its freelist and count them
- * out of used; the caller owns the span or holds its class's lock.  Returns
- * how many moved. */
-unsigned fa__span_collect(struct fa__span *s) FA_HIDDEN;
-/* The same for a list taken off xfree already. */
-unsigned fa__span_absorb(struct fa__span *s, void *head) FA_HIDDEN;
-
-/* Set the detached bit on s's xfree if it is empty: s, which nobody owns
- * now and whose every block is live, goes to the next thread that frees
- * into it.  False when a block arrived on xfree first: the caller keeps s. */
-bool fa__span_detach(struct fa__span *s) FA_HIDDEN;
-
 /* For fork: take and drop every class lock in order. */
 void fa__central_lock_all(void) FA_HIDDEN;
 void fa__central_unlock_all(void) FA_HIDDEN;

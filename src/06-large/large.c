@@ -1,13 +1,63 @@
+/* Large blocks (large.h): spans of their own from the page heap, and the
+ * blocks each thread keeps after freeing them. */
 #include "06-large/large.h"
+#include "00-base/asan.h"
 #include "00-base/diag.h"
-#include "04-pageheap/pageheap.h"
-#include "02-records/pagemap.h"
 #include "01-os/os.h"
+#include "02-records/pagemap.h"
+#include "04-pageheap/pageheap.h"
 
 #include <errno.h>
 #include <string.h>
 
-void *fa__large_alloc(size_t size, size_t align, bool zero)
+size_t fa__large_size(const struct fa__span *s)
+{
+    return (s->npages - FA_SECURE) * FA_PAGE_SIZE;
+}
+
+/* Bytes the block's span holds in whole pages (its guard page too). */
+static size_t span_bytes(const struct fa__span *s)
+{
+    return (size_t)s->npages * FA_PAGE_SIZE;
+}
+
+/* Give the large block s back to the page heap (its guard page made
+ * ordinary again in the hardened build). */
+static void release(struct fa__span *s)
+{
+    if (FA_SECURE)
+        fa__os_commit((void *)(s->start + fa__large_size(s)), FA_PAGE_SIZE);
+    fa__ph_free(s);
+}
+
+/* Take the keeper's block i out of its slots, in use again. */
+static struct fa__span *take(struct fa__large_cache *lc, unsigned i)
+{
+    struct fa__span *s = lc->slot[i];
+    for (unsigned k = i + 1; k < lc->n; k++)
+        lc->slot[k - 1] = lc->slot[k];
+    lc->n--;
+    __atomic_store_n(&lc->bytes, lc->bytes - span_bytes(s), __ATOMIC_RELAXED);
+    __atomic_store_n(&s->state, FA_SPAN_LARGE, __ATOMIC_RELAXED);
+    return s;
+}
+
+/* The newest kept block that holds npages pages with at most 1/8 to spare,
+ * or NULL.  A block of the hardened build keeps its guard page while kept:
+ * it is not counted in. */
+static struct fa__span *take_fit(struct fa__large_cache *lc, size_t npages)
+{
+    for (unsigned i = lc->n; i-- > 0;) {
+        size_t have = lc->slot[i]->npages - FA_SECURE;
+        if (have < npages || have - npages > npages / 8)
+            continue;
+        lc->used = true;
+        return take(lc, i);
+    }
+    return NULL;
+}
+
+void *fa__large_alloc(struct fa__large_cache *lc, size_t size, size_t align, bool zero)
 {
     if (FA_UNLIKELY(size > FA_MAX_REQUEST)) {
         errno = ENOMEM;
@@ -16,6 +66,15 @@ void *fa__large_alloc(size_t size, size_t align, bool zero)
     size_t npages = (size + FA_PAGE_SIZE - 1) >> FA_PAGE_SHIFT;
     if (npages == 0)
         npages = 1;
+    if (lc != NULL && lc->n > 0 && size <= FA_LARGE_KEEP_MAX && align <= FA_PAGE_SIZE) {
+        struct fa__span *s = take_fit(lc, npages);
+        if (s != NULL) {
+            FA_UNPOISON((void *)s->start, fa__large_size(s));
+            if (zero)
+                memset((void *)s->start, 0, size);
+            return (void *)s->start;
+        }
+    }
     size_t align_pages = align > FA_PAGE_SIZE ? align >> FA_PAGE_SHIFT : 1;
     /* The hardened build puts a guard page after each block: a write past
      * its end faults. */
@@ -37,13 +96,6 @@ void *fa__large_alloc(size_t size, size_t align, bool zero)
     return (void *)s->start;
 }
 
-void fa__large_release(struct fa__span *s)
-{
-    if (FA_SECURE)
-        fa__os_commit((void *)(s->start + fa__large_size(s)), FA_PAGE_SIZE);
-    fa__ph_free(s);
-}
-
 struct fa__span *fa__large_span_of(void *p, const char *who)
 {
     struct fa__span *s = fa__pm_span((uintptr_t)p);
@@ -60,16 +112,43 @@ struct fa__span *fa__large_span_of(void *p, const char *who)
     fa__fatal("fastalloc: %s(): invalid pointer %p (not allocated by fastalloc)", who, p);
 }
 
-void fa__large_free(void *p)
+bool fa__large_keepable(const struct fa__span *s)
 {
-    if (p == NULL)
-        return;
-    fa__large_release(fa__large_span_of(p, "free"));
+    return span_bytes(s) <= FA_LARGE_KEEP_MAX;
 }
 
-size_t fa__large_size(const struct fa__span *s)
+void fa__large_free(struct fa__large_cache *lc, struct fa__span *s, size_t cap)
 {
-    return (s->npages - FA_SECURE) * FA_PAGE_SIZE;
+    size_t bytes = span_bytes(s);
+    if (lc == NULL || bytes > FA_LARGE_KEEP_MAX) {
+        release(s);
+        return;
+    }
+    if (lc->n == FA_LARGE_KEEP_SLOTS)
+        release(take(lc, 0));
+    while (lc->n > 0 && lc->bytes + bytes > cap)
+        release(take(lc, 0));
+    if (lc->bytes + bytes > cap) {
+        release(s);
+        return;
+    }
+    /* Freed for everyone else: a second free or a realloc of the block now
+     * stops the program, as it does for a block the page heap has.  In the
+     * hardened build a kept block keeps its guard page; the guard is made
+     * ordinary when the block goes back (release). */
+    __atomic_store_n(&s->state, FA_SPAN_CACHED, __ATOMIC_RELAXED);
+    FA_POISON((void *)s->start, bytes);
+    lc->slot[lc->n++] = s;
+    __atomic_store_n(&lc->bytes, lc->bytes + bytes, __ATOMIC_RELAXED);
+}
+
+void fa__large_cache_trim(struct fa__large_cache *lc, size_t cap, bool idle)
+{
+    if (idle && !lc->used)
+        cap = 0;
+    lc->used = false;
+    while (lc->n > 0 && lc->bytes > cap)
+        release(take(lc, 0));
 }
 
 size_t fa__large_usable(void *p)

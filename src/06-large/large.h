@@ -1,28 +1,52 @@
 /* Large blocks: requests above FA_MAX_SMALL are spans of their own, taken
  * from the page heap whole.  A large block starts at its span's first page,
- * which is how a free recognises one. */
-#ifndef FA_CORE_LARGE_H
-#define FA_CORE_LARGE_H
+ * which is how a free recognises one.
+ *
+ * A thread keeps the large blocks it freed lately (struct fa__large_cache,
+ * one in each thread cache) for its next large allocations: the block comes
+ * back warm in its core's cache, with no page-heap lock.  Everything about
+ * large blocks is here; the thread cache passes its keeper, and its share,
+ * to the two entries, fa__large_alloc and fa__large_free. */
+#ifndef FA_LARGE_H
+#define FA_LARGE_H
 
 #include "00-base/config.h"
 
 struct fa__span;
 
-/* A block of at least size bytes aligned to align (0 or a power of two),
- * zeroed when zero is set; NULL with errno = ENOMEM. */
-void *fa__large_alloc(size_t size, size_t align, bool zero) FA_HIDDEN;
+/* A keeper holds at most this many blocks, of at most FA_LARGE_KEEP_MAX
+ * bytes each. */
+#define FA_LARGE_KEEP_SLOTS 8
+#define FA_LARGE_KEEP_MAX ((size_t)1 << 20)
 
-/* Free a block that the page map does not know as a small one: a large
- * block goes back to the page heap; NULL is ignored; anything else is a
- * bad pointer and stops the program with one line naming it. */
-void fa__large_free(void *p) FA_HIDDEN;
-/* Give the large block s back to the page heap (its guard page made
- * ordinary again in the hardened build). */
-void fa__large_release(struct fa__span *s) FA_HIDDEN;
+struct fa__large_cache {
+    struct fa__span *slot[FA_LARGE_KEEP_SLOTS]; /* oldest first */
+    unsigned n;
+    size_t bytes; /* in the slots, whole pages; read by other threads */
+    bool used;    /* taken from since the last fa__large_cache_trim */
+};
+
+/* A block of at least size bytes aligned to align (0 or a power of two),
+ * zeroed when zero is set: one the keeper lc holds (when lc is not NULL),
+ * else one from the page heap.  NULL with errno = ENOMEM. */
+void *fa__large_alloc(struct fa__large_cache *lc, size_t size, size_t align, bool zero) FA_HIDDEN;
 
 /* The span of the large block at p; stops the program, naming the caller
  * `who`, when p is not the start of one. */
 struct fa__span *fa__large_span_of(void *p, const char *who) FA_HIDDEN;
+
+/* Whether a keeper would hold the block s at all (it is small enough). */
+bool fa__large_keepable(const struct fa__span *s) FA_HIDDEN;
+
+/* Free the large block s (from fa__large_span_of): lc, when not NULL,
+ * keeps it if its blocks stay within cap bytes (older blocks make room
+ * first), else the page heap has it back. */
+void fa__large_free(struct fa__large_cache *lc, struct fa__span *s, size_t cap) FA_HIDDEN;
+
+/* Give the keeper's blocks back to the page heap: all of them when idle is
+ * set and none was taken since the last trim, then the oldest while it
+ * holds more than cap bytes. */
+void fa__large_cache_trim(struct fa__large_cache *lc, size_t cap, bool idle) FA_HIDDEN;
 
 /* The usable size of the large block at p, or 0 (with one line) when p is
  * not one. */

@@ -1,19 +1,16 @@
-/* Thread cache: the spans a thread owns, per size class.  The fast path of
- * malloc (12-api/fastpath.h) touches only heads[] of the calling thread's cache;
- * the fast path of free touches the page map and the block's span. */
+/* Thread cache: the spans a thread owns, per size class, and the slow paths
+ * behind the inlined fast paths.  The fast path of malloc (12-api/fastpath.h)
+ * touches only heads[] of the calling thread's cache; the fast path of free
+ * touches the page map and the block's span.  The layer's files, from the
+ * bottom (internal.h says what each holds): claim.c, own.c, remote.c,
+ * seen.c, life.c, slow.c. */
 #ifndef FA_TCACHE_H
 #define FA_TCACHE_H
 
 #include "02-records/freelist.h"
-#include "04-pageheap/pageheap.h"
 #include "02-records/sizeclass.h"
-
-/* Large blocks a thread keeps: at most this many, of at most
- * FA_TC_LARGE_MAX bytes each. */
-#define FA_TC_LARGE_SLOTS 8
-#define FA_TC_LARGE_MAX ((size_t)1 << 20)
-
-struct fa__span;
+#include "02-records/span.h"
+#include "06-large/large.h"
 
 /* A freelist shorter than this, on a span not cut to its end, is not taken
  * back inline (fa__tc_refill): the slow path cuts more blocks behind it. */
@@ -34,7 +31,7 @@ struct fa__outbox {
 
 /* A thread's cache is the spans it owns, per class.  One of them, cur[cls],
  * is the one it allocates from: heads[cls] is a list of that span's free
- * blocks (after a gather, of a few of the thread's spans: tcache.c), which
+ * blocks (after a gather, of a few of the thread's spans: slow.c), which
  * malloc pops.  A free of a block whose span the thread owns
  * pushes it on that span's own freelist (12-api/fastpath.h); any other free is
  * a remote one and goes to the span's xfree list.  When heads[cls] runs
@@ -48,7 +45,7 @@ struct fa__tc_counts {
     uint64_t allocs[FA_NUM_CLASSES]; /* small blocks handed out (malloc's fast path counts) */
     /* Small blocks freed: a remote free at once; a free of a block of the
      * thread's own span when the thread takes the span's freelist (fold,
-     * tcache.c): the free fast path counts nothing. */
+     * own.c): the free fast path counts nothing. */
     uint64_t frees[FA_NUM_CLASSES];
     uint64_t slow[FA_NUM_CLASSES];   /* allocations that left the fast path */
     /* Large blocks, in calls and bytes (a block's bytes are its pages). */
@@ -76,13 +73,9 @@ struct fa__tcache {
     size_t max_bytes;
     unsigned epoch;    /* scavenge epoch this cache last saw */
     /* Large blocks this thread freed, kept for its next large allocations
-     * (oldest first): the block comes back warm in this core's cache, with
-     * no page-heap lock.  They have a share of their own (tcache.c,
-     * large_share), and no claim on the global bound. */
-    struct fa__span *large[FA_TC_LARGE_SLOTS];
-    unsigned nlarge;
-    size_t large_bytes;
-    bool large_used;   /* taken from since the last scavenge */
+     * (06-large/large.h).  They have a share of their own (claim.c,
+     * fa__tc_large_share), and no claim on the global bound. */
+    struct fa__large_cache large;
     struct fa__tcache *next, *prev; /* registry of live caches */
     uint8_t kind;      /* FA_TC_* */
 } FA_ALIGNED_CL;
@@ -97,8 +90,10 @@ extern __thread struct fa__tcache *fa__tls_cache
 
 /* Slow paths.  Allocation: heads[] was empty, or the thread has no cache;
  * it expects the allocator initialised (the api layer sees to it).  Free: p
- * is not in a span the thread owns (a remote free, a large block, or no
- * cache yet); a block that is not small goes to the large-block layer.
+ * is not in a span the thread owns (a remote free, a large block, NULL, a
+ * pointer that is not the allocator's, or no cache yet); a block that is
+ * not small goes to the large-block layer, which stops the program on a
+ * pointer that is no block's start.
  * Span empty: a free made every block of s, which the calling thread owns,
  * free. */
 void *fa__tc_alloc_slow(size_t size) FA_HIDDEN;
@@ -121,7 +116,7 @@ FA_INLINE void *fa__tc_refill(unsigned cls)
     if (p == NULL || (carved + 1 - s->used < FA_TC_REFILL_MIN && carved < fa__classes[cls].objs))
         return NULL;
     /* The list's blocks, but those the slow paths put there, are the
-     * thread's own frees: counted now (tcache.c, fold). */
+     * thread's own frees: counted now (own.c, fold). */
     FA_COUNT_ADD(tc->n.frees[cls], carved + 1 - s->used - s->nonuser);
     s->nonuser = 0;
     s->freelist = NULL;
@@ -131,21 +126,8 @@ FA_INLINE void *fa__tc_refill(unsigned cls)
     return p;
 }
 void fa__tc_free_slow(void *p) FA_HIDDEN;
-/* The index in the small span s of the block that holds a; whether a is
- * the start of a block that has been cut (the hardened build's check of
- * every free). */
-FA_INLINE uint64_t fa__tc_block_index(const struct fa__span *s, uintptr_t a)
-{
-    return ((a - s->start) * fa__classes[s->cls].recip) >> 42;
-}
-
-FA_INLINE bool fa__tc_block_start(const struct fa__span *s, uintptr_t a)
-{
-    uint64_t q = fa__tc_block_index(s, a);
-    return q * fa__classes[s->cls].size == a - s->start && q < s->carved;
-}
 /* Stop the program: p, in the small span s, is not a block handed out
- * (fa__tc_block_start said so). */
+ * (fa__span_block_start said so). */
 _Noreturn FA_COLD void fa__tc_free_bad(const void *p, const struct fa__span *s) FA_HIDDEN;
 /* p, a block of a span the calling thread owns, carries its free mark
  * (02-records/freelist.h): stop the program if p is on a free list, else free it
@@ -169,9 +151,10 @@ void fa__tc_count_large(bool alloc, size_t bytes) FA_HIDDEN;
 size_t fa__tc_claimed_bytes(void) FA_HIDDEN;
 unsigned fa__tc_live_threads(void) FA_HIDDEN;
 
-/* A large block of at least size bytes (at most FA_TC_LARGE_MAX, page
- * alignment) from the calling thread's cache, or NULL. */
-void *fa__tc_large_alloc(size_t size) FA_HIDDEN;
+/* A large block: one the calling thread keeps, else one from the page heap
+ * (06-large), counted.  Every large allocation comes here; every large free
+ * goes through fa__tc_free_slow. */
+void *fa__tc_alloc_large(size_t size, size_t align, bool zero) FA_HIDDEN;
 
 /* A diagnostic mode is on (src/00-base/diag.h): the calling thread's cache,
  * if it has one, is hidden from the fast paths, which then miss on every

@@ -247,23 +247,6 @@ static bool fill_freed(void)
 
 /* ---- blocks ---- */
 
-/* A large block from the page heap, counted for the statistics as the api
- * layer counts its own. */
-static void *large_alloc(size_t size, size_t align, bool zero)
-{
-    /* A large block this thread freed lately, as the api layer takes one. */
-    void *p = size <= FA_TC_LARGE_MAX && align <= FA_PAGE_SIZE ? fa__tc_large_alloc(size) : NULL;
-    if (p != NULL) {
-        if (zero)
-            memset(p, 0, size);
-        return p;
-    }
-    p = fa__large_alloc(size, align, zero);
-    if (p != NULL)
-        fa__tc_count_large(true, fa__large_size(fa__pm_span((uintptr_t)p)));
-    return p;
-}
-
 /* The block the page map says holds p: its base and usable bytes, or false
  * when p is in no live block of fastalloc's. */
 static bool block_of(uintptr_t p, uintptr_t *base, size_t *usable)
@@ -389,7 +372,7 @@ static void *checked_alloc(size_t size, size_t align, bool zero)
         errno = ENOMEM;
         return NULL;
     }
-    void *b = total <= FA_MAX_SMALL ? fa__tc_alloc_slow(total) : large_alloc(total, 0, false);
+    void *b = total <= FA_MAX_SMALL ? fa__tc_alloc_slow(total) : fa__tc_alloc_large(total, 0, false);
     if (b == NULL)
         return NULL;
     uintptr_t base = (uintptr_t)b;
@@ -683,7 +666,7 @@ static void *plain_alloc(size_t size, size_t align, bool zero)
     else if (align <= FA_PAGE_SIZE)
         cls = fa__class_for_aligned(size, align);
     if (cls == 0)
-        return large_alloc(size, align, zero);
+        return fa__tc_alloc_large(size, align, zero);
     void *p = fa__tc_alloc_slow(fa__classes[cls].size);
     if (p != NULL && zero)
         memset(p, 0, size);

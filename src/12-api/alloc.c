@@ -50,19 +50,7 @@ void *fa__api_alloc_large(size_t size, size_t align, bool zero)
     fa__ensure_init();
     if (FA_UNLIKELY(fa__diag_on()))
         return fa__api_alloc_diag(size, align, zero);
-    /* A large block this thread freed lately, warm in its core's cache. */
-    if (size <= FA_TC_LARGE_MAX && align <= FA_PAGE_SIZE) {
-        void *p = fa__tc_large_alloc(size);
-        if (p != NULL) {
-            if (zero)
-                memset(p, 0, size);
-            return p;
-        }
-    }
-    void *p = fa__large_alloc(size, align, zero);
-    if (p != NULL)
-        fa__tc_count_large(true, fa__large_size(fa__pm_span((uintptr_t)p)));
-    return p;
+    return fa__tc_alloc_large(size, align, zero);
 }
 
 FA_HOT_ENTRY void *fa_malloc(size_t size)

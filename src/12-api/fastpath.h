@@ -94,7 +94,7 @@ FA_INLINE void fa__do_free(void *p)
     }
     struct fa__span *s = leaf->span[i];
 #if FA_SECURE
-    if (FA_UNLIKELY(!fa__tc_block_start(s, a)))
+    if (FA_UNLIKELY(!fa__span_block_start(s, a)))
         fa__tc_free_bad(p, s);
 #endif
     if (FA_UNLIKELY(fa__fl_marked(p, s))) {

@@ -10,7 +10,7 @@ void fa__api_free_unmapped(void *p)
     if (FA_UNLIKELY(fa__diag_on()))
         fa__dbg_free(p);
     else
-        fa__large_free(p);
+        fa__tc_free_slow(p); /* NULL, or no block: the large-block check stops a bad one */
 }
 
 void fa__api_free_misaligned(void *p)

@@ -1,0 +1,104 @@
+/* The span protocol's primitives (span.h): cutting fresh blocks, and the
+ * remote-free list xfree with its detached bit. */
+#include "02-records/span.h"
+#include "00-base/diag.h"
+#include "02-records/freelist.h"
+
+#include <string.h>
+
+#if FA_SECURE
+/* The hardened build hands a fresh span's blocks out in a random order,
+ * so that where the next block lies cannot be told from where the last one
+ * did.  A thread's own xorshift stream, seeded from the list key. */
+static __thread uint64_t carve_rng __attribute__((tls_model("initial-exec")));
+
+static uint32_t carve_random(uint32_t bound)
+{
+    uint64_t x = carve_rng;
+    if (x == 0)
+        x = fa__fl_key[1] ^ (uintptr_t)&carve_rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    carve_rng = x;
+    return (uint32_t)(((x >> 32) * bound) >> 32);
+}
+#endif
+
+void *fa__span_carve(struct fa__span *s, uint32_t n, void *tail)
+{
+    const struct fa__class_info *ci = &fa__classes[s->cls];
+    if (n > FA_SPAN_CARVE_MAX)
+        n = FA_SPAN_CARVE_MAX;
+    if (n > ci->objs - s->carved)
+        n = ci->objs - s->carved;
+    uintptr_t first = s->start + (uintptr_t)s->carved * ci->size;
+    s->carved += n;
+    s->used += n;
+#if FA_SECURE
+    /* Zero, as a freed block is (scrubbed), then linked in a shuffled
+     * order. */
+    if (!s->zeroed)
+        memset((void *)first, 0, (size_t)n * ci->size);
+    uint16_t order[FA_SPAN_CARVE_MAX];
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t j = carve_random(i + 1);
+        order[i] = order[j];
+        order[j] = (uint16_t)i;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        void *b = (void *)(first + (uintptr_t)order[i] * ci->size);
+        fa__fl_mark(b, s);
+        fa__fl_set_next(b, i + 1 < n ? (void *)(first + (uintptr_t)order[i + 1] * ci->size) : tail);
+    }
+    return (void *)(first + (uintptr_t)order[0] * ci->size);
+#else
+    /* Forwards, in the order the blocks are handed out. */
+    uintptr_t last = first + (uintptr_t)(n - 1) * ci->size;
+    for (uintptr_t b = first; b < last; b += ci->size) {
+        fa__fl_mark((void *)b, s);
+        fa__fl_set_next((void *)b, (void *)(b + ci->size));
+    }
+    fa__fl_mark((void *)last, s);
+    fa__fl_set_next((void *)last, tail);
+    return (void *)first;
+#endif
+}
+
+unsigned fa__span_collect(struct fa__span *s)
+{
+    if (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) == 0)
+        return 0;
+    uintptr_t x = __atomic_exchange_n(&s->xfree, 0, __ATOMIC_ACQUIRE);
+    return fa__span_absorb(s, (void *)(x & ~FA_XFREE_DETACHED));
+}
+
+unsigned fa__span_absorb(struct fa__span *s, void *head)
+{
+    if (head == NULL)
+        return 0;
+    unsigned n = 1;
+    void *last = head;
+    for (void *b = fa__fl_next(head); b != NULL; b = fa__fl_next(b)) {
+        last = b;
+        /* used counts every block on xfree: a longer list holds a block
+         * twice (two frees from other threads, the first already pushed)
+         * or loops back on itself. */
+        if (++n > s->used)
+            fa__fatal("fastalloc: free(): double free among the %u-byte blocks freed by other threads "
+                      "near %p",
+                      fa__classes[s->cls].size, last);
+    }
+    fa__fl_set_next(last, s->freelist);
+    s->freelist = head;
+    s->used -= n;
+    s->nonuser += n; /* remote frees: counted by the threads that made them */
+    return n;
+}
+
+bool fa__span_detach(struct fa__span *s)
+{
+    uintptr_t zero = 0;
+    return __atomic_compare_exchange_n(&s->xfree, &zero, FA_XFREE_DETACHED, false, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_RELAXED);
+}

@@ -1,0 +1,136 @@
+/* Spans: runs of pages, each with one record.  The page heap hands them out
+ * and takes them back (04-pageheap); a span cut into blocks of one size
+ * class (a small span) then changes hands between thread caches and the
+ * central cache by the protocol below, whose primitives live here
+ * (span.c), so that every layer above takes and gives spans the same way.
+ *
+ * A small span is, at any time, in one of three states:
+ *  - owned by one thread: the page map names its cache as the owner of the
+ *    span's pages; the span is on that cache's list of its class; its
+ *    freelist and used are that thread's alone;
+ *  - listed by the central cache: no owner; freelist and used belong to
+ *    whoever holds the class lock;
+ *  - detached: no owner, on no list, every block live or on xfree; its
+ *    xfree has the FA_XFREE_DETACHED bit.
+ * Any thread may push a block on any span's xfree, with one
+ * compare-and-swap.  A thread whose free finds the detached bit takes the
+ * span instead, clearing the word with that compare-and-swap: the span
+ * becomes its own, and the block goes on its freelist.  An owner gives a
+ * span up by clearing the page map first and then, for a full span, setting
+ * the detached bit on an empty xfree (fa__span_detach); if a block arrived
+ * in between, the owner keeps the span.  Blocks on xfree stay counted in
+ * used until the owner collects them (fa__span_collect).  These are the
+ * only ways a span changes hands; a span whose blocks are all free is never
+ * on xfree's side of that race, since used counts xfree. */
+#ifndef FA_RECORDS_SPAN_H
+#define FA_RECORDS_SPAN_H
+
+#include "00-base/config.h"
+#include "02-records/sizeclass.h"
+
+/* FA_SPAN_CACHED: a freed large block that a thread keeps for its next
+ * large allocation (06-large); still in use for the page heap, freed for
+ * everyone else. */
+enum { FA_SPAN_FREE = 0, FA_SPAN_SMALL = 1, FA_SPAN_LARGE = 2, FA_SPAN_PURGING = 3, FA_SPAN_CACHED = 4 };
+
+/* Where a small span's record is linked: nowhere (a full span, detached),
+ * on a central cache's list, or on its owner thread's list of the class. */
+enum { FA_LISTED_NONE = 0, FA_LISTED_CENTRAL = 1, FA_LISTED_THREAD = 2 };
+
+/* Low bit of xfree: the span is full and no thread owns it; the next free
+ * of one of its blocks takes it. */
+#define FA_XFREE_DETACHED ((uintptr_t)1)
+
+struct fa__span {
+    uintptr_t start;  /* first byte, page aligned */
+    /* In a page-heap free list, a central list or its owner's list. */
+    struct fa__span *next, *prev;
+    uint32_t npages;
+    /* Small spans: blocks carved and not on freelist (live, in the owner's
+     * heads[], or on xfree).  The owner's current span counts one more
+     * (08-tcache), so that a free never finds it all free. */
+    uint32_t used;
+    uint8_t state;    /* FA_SPAN_* */
+    uint8_t cls;
+    uint8_t zeroed;   /* every byte is known to be zero (fresh or purged) */
+    uint8_t listed;   /* small spans: FA_LISTED_* (where the record is linked) */
+    uint8_t dirty;    /* free, with pages that may be resident: to purge */
+    uint8_t kept;     /* small spans: every block free, counted in its owner's
+                         kept bytes (08-tcache) */
+    uint8_t full_seen; /* small spans: its owner found it full once */
+    /* A span is either in use or free, never both: the fields of each state
+     * share memory, which keeps the record at one cache line (each is
+     * allocated with an empty line after it: span_new, 04-pageheap). */
+    union {
+        struct { /* small spans in use (the protocol above) */
+            /* Blocks freed by the span's owner, or, for a span nobody owns,
+             * blocks free under the central cache's class lock. */
+            void *freelist;
+            /* Blocks freed by other threads: a list pushed with one
+             * compare-and-swap, its low bit FA_XFREE_DETACHED. */
+            uintptr_t xfree;
+            /* Blocks cut from the span so far: the rest is cut lazily
+             * (fa__span_carve), so that a new span touches no page it does
+             * not hand out.  A class has at most 65,535 blocks a span
+             * (sizeclass.c). */
+            uint16_t carved;
+            /* Blocks on freelist that the owner's statistics must not count
+             * as its frees when it takes the list: blocks its slow paths
+             * put back (from heads[], from xfree) and blocks already there
+             * when it took the span.  The rest of the list is the owner's
+             * own frees, which the free fast path does not count (08-tcache,
+             * fold).  At most the list's length. */
+            uint16_t nonuser;
+            uint32_t touched; /* scavenge epoch when last allocated from */
+        };
+        struct { /* dirty free spans */
+            /* ms, the low 32 bits of fa__now_ms(): ages are compared by
+             * unsigned difference, exact for 49 days (03-purge). */
+            uint32_t free_since;
+            /* Pages that may be resident, at most npages.  A freed span
+             * merges with clean free space around it; counting the merged
+             * span whole as dirty made the heap purge the same clean pages
+             * again and again. */
+            uint32_t ndirty;
+            struct fa__span *dnext, *dprev; /* list of dirty free spans */
+        };
+    };
+};
+
+/* The index in the small span s of the block that holds a. */
+FA_INLINE uint64_t fa__span_block_index(const struct fa__span *s, uintptr_t a)
+{
+    return ((a - s->start) * fa__classes[s->cls].recip) >> 42;
+}
+
+/* Whether a is the start of a block of s that has been cut (the hardened
+ * build's check of every free). */
+FA_INLINE bool fa__span_block_start(const struct fa__span *s, uintptr_t a)
+{
+    uint64_t q = fa__span_block_index(s, a);
+    return q * fa__classes[s->cls].size == a - s->start && q < s->carved;
+}
+
+/* The most blocks one fa__span_carve cuts. */
+#define FA_SPAN_CARVE_MAX 256u
+
+/* Cut up to n fresh blocks off s (at most FA_SPAN_CARVE_MAX, at least one
+ * must be left), linked and followed by tail; returns the first.  They
+ * count in used.  Each is marked free (02-records/freelist.h): a free of a
+ * block that was never handed out is a double free.  The hardened build
+ * zeroes them and links them in a random order. */
+void *fa__span_carve(struct fa__span *s, uint32_t n, void *tail) FA_HIDDEN;
+
+/* Move the blocks on a span's xfree list to its freelist and count them
+ * out of used; the caller owns the span or holds its class's lock.  Returns
+ * how many moved. */
+unsigned fa__span_collect(struct fa__span *s) FA_HIDDEN;
+/* The same for a list taken off xfree already. */
+unsigned fa__span_absorb(struct fa__span *s, void *head) FA_HIDDEN;
+
+/* Set the detached bit on s's xfree if it is empty: s, which nobody owns
+ * now and whose every block is live, goes to the next thread that frees
+ * into it.  False when a block arrived on xfree first: the caller keeps s. */
+bool fa__span_detach(struct fa__span *s) FA_HIDDEN;
+
+#endif

@@ -1,0 +1,263 @@
+/* The spans a thread owns (internal.h): taking one and giving it up, the
+ * all-free spans it keeps within its claim, and the current span of each
+ * class, which heads[] is filled from.  A span changes hands only by the
+ * protocol of 02-records/span.h. */
+#include "08-tcache/internal.h"
+#include "02-records/pagemap.h"
+#include "05-central/central.h"
+
+/* A span's blocks are cut 4 KiB at a time (mimalloc extends its free lists
+ * by the same amount), or CARVE_MIN blocks if that is more (fewer if the
+ * span has fewer).  A loop that allocates and frees a few blocks cycles
+ * through what was cut, taking the freelist back once per cycle
+ * (fa__tc_refill): 32 blocks make that a fraction of an instruction per
+ * allocation, where 16 cost a reuse loop more.  Cutting a page at a time
+ * made a shuffled object benchmark's allocations slower, and cutting 2 KiB
+ * saved nothing and cost the reuse loop instructions (docs/HISTORY.md). */
+#define CARVE_BYTES 4096u
+#define CARVE_MIN FA_TC_REFILL_MIN
+
+/* Cut blocks off s, followed by tail; returns the first. */
+static void *carve(struct fa__span *s, void *tail)
+{
+    uint32_t n = CARVE_BYTES / fa__classes[s->cls].size;
+    return fa__span_carve(s, n < CARVE_MIN ? CARVE_MIN : n, tail);
+}
+
+static size_t span_bytes(const struct fa__span *s)
+{
+    return (size_t)s->npages * FA_PAGE_SIZE;
+}
+
+static void own_link(struct fa__tcache *tc, struct fa__span *s)
+{
+    struct fa__span **list = &tc->spans[s->cls];
+    s->prev = NULL;
+    s->next = *list;
+    if (*list != NULL)
+        (*list)->prev = s;
+    *list = s;
+    s->listed = FA_LISTED_THREAD;
+    tc->nspans[s->cls]++;
+}
+
+/* Blocks on s's freelist, s being tc's. */
+static uint32_t list_len(const struct fa__tcache *tc, const struct fa__span *s)
+{
+    return s->carved - s->used + (tc->cur[s->cls] == s);
+}
+
+/* s's freelist, len blocks, is taken or given up: the blocks that the
+ * slow paths did not put there are the owner's own frees, which the free
+ * fast path left uncounted. */
+void fa__tc_fold(struct fa__tcache *tc, struct fa__span *s, uint32_t len)
+{
+    FA_COUNT_ADD(tc->n.frees[s->cls], len - s->nonuser);
+    s->nonuser = 0;
+}
+
+/* Count the thread's frees still on its spans' lists, and leave the lists
+ * in place (counted from now on). */
+void fa__tc_fold_all(struct fa__tcache *tc)
+{
+    for (unsigned c = 1; c < FA_NUM_CLASSES; c++) {
+        for (struct fa__span *s = tc->spans[c]; s != NULL; s = s->next) {
+            uint32_t len = list_len(tc, s);
+            fa__tc_fold(tc, s, len);
+            s->nonuser = (uint16_t)len;
+        }
+    }
+}
+
+static void own_unlink(struct fa__tcache *tc, struct fa__span *s)
+{
+    fa__tc_fold(tc, s, list_len(tc, s));
+    if (s->prev != NULL)
+        s->prev->next = s->next;
+    else
+        tc->spans[s->cls] = s->next;
+    if (s->next != NULL)
+        s->next->prev = s->prev;
+    s->next = s->prev = NULL;
+    s->listed = FA_LISTED_NONE;
+    tc->nspans[s->cls]--;
+}
+
+/* Make s, which nobody owns and nobody else can take now, tc's. */
+void fa__tc_own(struct fa__tcache *tc, struct fa__span *s)
+{
+    own_link(tc, s);
+    s->touched = tc->epoch;
+    s->full_seen = 0;
+    s->nonuser = (uint16_t)(s->carved - s->used); /* nobody's frees to count */
+    fa__pm_set_owner(s->start, s->npages, tc);
+}
+
+void fa__tc_unkeep(struct fa__tcache *tc, struct fa__span *s)
+{
+    s->kept = 0;
+    __atomic_store_n(&tc->kept_bytes, tc->kept_bytes - span_bytes(s), __ATOMIC_RELAXED);
+}
+
+/* s, owned by tc, leaves it for the page heap: every block is free.  Its
+ * heads[] cannot hold any: they would count in used. */
+void fa__tc_retire(struct fa__tcache *tc, struct fa__span *s)
+{
+    if (s->kept)
+        fa__tc_unkeep(tc, s);
+    own_unlink(tc, s);
+    /* The page heap clears the page map's owner with the rest. */
+    fa__central_retire(s);
+}
+
+/* Give up an owned span that still has blocks in use: a full one is
+ * detached, any other goes to the central cache. */
+void fa__tc_disown(struct fa__tcache *tc, struct fa__span *s)
+{
+    if (s->kept)
+        fa__tc_unkeep(tc, s);
+    own_unlink(tc, s);
+    fa__pm_set_owner(s->start, s->npages, NULL);
+    if (s->used == 0 && __atomic_load_n(&s->xfree, __ATOMIC_RELAXED) == 0) {
+        fa__central_retire(s);
+        return;
+    }
+    if (s->freelist == NULL && s->carved == fa__classes[s->cls].objs && fa__span_detach(s))
+        return;
+    fa__central_put(s);
+}
+
+/* Retire kept spans until the cache keeps at most limit bytes. */
+void fa__tc_shed_kept(struct fa__tcache *tc, size_t limit)
+{
+    for (unsigned c = 1; c < FA_NUM_CLASSES && tc->kept_bytes > limit; c++) {
+        for (struct fa__span *s = tc->spans[c], *next; s != NULL && tc->kept_bytes > limit; s = next) {
+            next = s->next;
+            if (s->kept)
+                fa__tc_retire(tc, s);
+        }
+    }
+}
+
+/* Every block of s, which tc owns, is free: keep it if the cache's share
+ * allows, else it goes to the page heap. */
+void fa__tc_keep(struct fa__tcache *tc, struct fa__span *s)
+{
+    size_t bytes = span_bytes(s);
+    if (tc->kept_bytes + bytes > tc->max_bytes) {
+        size_t need = tc->kept_bytes + bytes - tc->max_bytes;
+        need = (need + FA_TC_CLAIM_STEP - 1) & ~(FA_TC_CLAIM_STEP - 1);
+        size_t sh = fa__tc_share();
+        if (tc->max_bytes + need > sh)
+            need = sh > tc->max_bytes ? sh - tc->max_bytes : 0;
+        if (tc->kept_bytes + bytes > tc->max_bytes + need || !fa__tc_claim(tc, need)) {
+            fa__tc_retire(tc, s);
+            return;
+        }
+    }
+    s->kept = 1;
+    __atomic_store_n(&tc->kept_bytes, tc->kept_bytes + bytes, __ATOMIC_RELAXED);
+    fa__tc_fold(tc, s, s->carved); /* every block is on the list */
+    /* Every block is free, so the span starts over: its blocks are cut
+     * again in address order, instead of handed out in the order they were
+     * freed.  After a program frees in random order, its next allocations
+     * then walk memory forwards, which the hardware prefetches (a shuffled
+     * object benchmark allocated in nearly half the time: docs/HISTORY.md). */
+    if (FA_SECURE) {
+        /* The hardened build keeps the list, in its random order: its
+         * blocks are counted already, and a span kept so is taken back
+         * whole or gathered, either way unkept first. */
+        s->nonuser = (uint16_t)s->carved;
+    } else {
+        s->freelist = NULL;
+        s->carved = 0;
+    }
+}
+
+/* The current span of a class carries one extra count in used for as long
+ * as it is current, so that a free never finds it all free: a loop that
+ * frees its class's last block and allocates again would otherwise go
+ * through fa__tc_span_empty and back at every turn of the span.  Whether
+ * the current span is all free is asked when it stops being current. */
+void fa__tc_set_cur(struct fa__tcache *tc, unsigned cls, struct fa__span *s)
+{
+    tc->cur[cls] = s;
+    s->used++;
+    s->touched = tc->epoch;
+    tc->snap[cls] = NULL;
+}
+
+/* heads[cls] is empty. */
+void fa__tc_clear_cur(struct fa__tcache *tc, unsigned cls)
+{
+    struct fa__span *s = tc->cur[cls];
+    tc->cur[cls] = NULL;
+    if (--s->used == 0)
+        fa__tc_keep(tc, s);
+}
+
+
+/* Fill heads[cls] from s, which tc owns, and return its first block; NULL
+ * when s has nothing free.  The freelist goes whole (its blocks leave used's
+ * complement, so used becomes carved without reading the list), then the
+ * remote frees (counted in used already), then fresh blocks. */
+void *fa__tc_take_free(struct fa__tcache *tc, struct fa__span *s, unsigned cls)
+{
+    const struct fa__class_info *ci = &fa__classes[cls];
+    if (s->kept)
+        fa__tc_unkeep(tc, s);
+    void *head = s->freelist;
+    if (head != NULL) {
+        /* The span is current or about to be: used counts one more. */
+        uint32_t bias = tc->cur[cls] == s;
+        uint32_t n = s->carved - (s->used - bias);
+        fa__tc_fold(tc, s, n);
+        s->freelist = NULL;
+        s->used = s->carved + bias;
+        /* A short list from a span still being cut: cut more behind it, so
+         * that a loop that frees and allocates a few blocks does not come
+         * back here every few allocations. */
+        if (n < CARVE_MIN && s->carved < ci->objs)
+            head = carve(s, head);
+    } else if (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) != 0) {
+        head = (void *)__atomic_exchange_n(&s->xfree, 0, __ATOMIC_ACQUIRE);
+    } else if (s->carved < ci->objs) {
+        head = carve(s, NULL);
+    } else {
+        return NULL;
+    }
+    tc->heads[cls] = fa__fl_next(head);
+    return head;
+}
+
+/* s, tc's current span of its class or another of its spans, has nothing
+ * free: detach it, unless a remote free came meanwhile (false). */
+bool fa__tc_detach(struct fa__tcache *tc, struct fa__span *s)
+{
+    /* Off the list first: once detached, the span may be another thread's
+     * at once, linked through the same fields. */
+    own_unlink(tc, s);
+    fa__pm_set_owner(s->start, s->npages, NULL);
+    if (fa__span_detach(s))
+        return true;
+    fa__tc_own(tc, s);
+    return false;
+}
+
+/* The current span's blocks still on heads[cls] go back to its freelist. */
+void fa__tc_return_heads(struct fa__tcache *tc, unsigned cls)
+{
+    /* Most often every block is the current span's; after a gather (the
+     * allocation slow path) some are other spans' of the thread's. */
+    void *b = tc->heads[cls];
+    tc->heads[cls] = NULL;
+    while (b != NULL) {
+        void *next = fa__fl_next(b);
+        struct fa__span *s = fa__pm_span((uintptr_t)b);
+        fa__fl_push(&s->freelist, b);
+        s->nonuser++; /* never handed out */
+        if (--s->used == 0) /* not the current span: it has one more */
+            fa__tc_keep(tc, s);
+        b = next;
+    }
+}
