@@ -17,9 +17,8 @@
 /* The entry points whose fast paths are the hot path start on a cache line,
  * in .text.hot, which the linker puts first: where they landed otherwise
  * moved with every unrelated change to the code before them, and so did
- * their speed, with the same instructions (micro-reuse-64-1t 2% slower with
- * fa_malloc at a line's byte 16; micro-window64-64-1t 7.8 against 5.5 ns
- * after a change to purge.c moved both entries by 64 bytes). */
+ * their speed, with the same instructions (docs/HISTORY.md has the
+ * benchmark rows that moved). */
 #define FA_HOT_ENTRY __attribute__((hot, aligned(64)))
 #define FA_INLINE static inline __attribute__((always_inline))
 #define FA_COLD __attribute__((cold, noinline))

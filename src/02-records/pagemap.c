@@ -1,6 +1,7 @@
 /* Radix-tree page map.  Leaves are mapped straight from the OS on first use;
  * their 8.5 MiB are virtual until the pages of the map that describe live
- * memory are written, so a process that uses 100 MiB touches ~110 KiB of it. */
+ * memory are written: 17 bytes per 8 KiB page (owner, span, class), so a
+ * process that uses 100 MiB touches about 220 KiB of it. */
 #include "02-records/pagemap.h"
 #include "01-os/os.h"
 

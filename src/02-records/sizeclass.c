@@ -8,12 +8,14 @@ uint8_t fa__class_small[FA_SMALL_TABLE_MAX + 1];
 uint8_t fa__class_large[FA_MAX_SMALL / 128 + 1];
 struct fa__class_info fa__classes[FA_NUM_CLASSES];
 
-/* A thread fetches about this many bytes from the central cache at a time,
- * so that a lock is taken once per ~64 KiB of small blocks at most. */
+/* batch and max_list are left from the thread caches of block lists that
+ * spans replaced (#12): no thread fetches blocks from the central cache in
+ * batches any more, it takes whole spans.  Nothing in the allocator reads
+ * batch (test_sizeclass checks its range); max_list only widens the bound
+ * past which seen_free (08-tcache/tcache.c) calls heads[] corrupt. */
 #define BATCH_BYTES (64u << 10)
 #define BATCH_MAX 32u
 #define BATCH_MIN 2u
-/* Per-class cap on one thread's list, in bytes, before the global cap. */
 #define LIST_BYTES (1u << 20)
 #define SPAN_MIN_BYTES ((size_t)32 << 10)
 

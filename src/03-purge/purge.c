@@ -102,7 +102,7 @@ static size_t shed_target(size_t in_use, size_t dirty, size_t floor)
     /* An eighth more: what a cycle takes again lies in spans with gaps
      * between them (a thread's exit, whose cap has no floor, purged a whole
      * span at every other generation of test_decay thread_reuse for want of
-     * 7%). */
+     * a sliver of reserve: docs/HISTORY.md). */
     size_t keep = cap / 2 + reserve + reserve / 8;
     return dirty > keep ? keep : FA_PURGE_NONE;
 }

@@ -1,11 +1,14 @@
 /* The timed work: at most once per tick interval (03-purge/purge.c), and run
- * by whichever thread reaches a thread-cache slow path first, or by a
- * background thread (the `background` option):
- *  - pages dirty for the purge delay are purged;
- *  - batches that the central caches kept but nobody fetched go back to
- *    their spans;
- *  - the scavenge epoch moves, and each thread cache halves the lists it
- *    did not use, at its next slow path. */
+ * by whichever thread reaches a thread-cache slow path first once it is due,
+ * or by a background thread (the `background` option).  A tick:
+ *  - collects the remote frees of the spans the central caches list, and
+ *    gives those that are then all free to the page heap;
+ *  - purges the pages dirty for the purge delay (none when the delay is -1);
+ *  - moves the scavenge epoch: each thread cache then scavenges at its next
+ *    slow path (08-tcache/tcache.c): it sends its outbox, collects its spans'
+ *    remote frees, gives the page heap the all-free spans and the large
+ *    blocks it did not allocate from lately, and gives back the part of its
+ *    claim on the global bound that it no longer needs. */
 #ifndef FA_POLICY_DECAY_H
 #define FA_POLICY_DECAY_H
 

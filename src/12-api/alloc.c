@@ -110,8 +110,8 @@ void *fa_realloc(void *p, size_t size)
     unsigned cls = fa__pm_class((uintptr_t)p);
     if (cls != 0) {
         /* Stay in place only within the same class: a shrink into a smaller
-         * class moves, so the block's size and its class always agree (which
-         * sized free relies on). */
+         * class moves, so that a block shrunk for good gives back the memory
+         * it no longer needs. */
         if (size <= FA_MAX_SMALL && fa__size_to_class(size) == cls)
             return p;
         return move_block(p, fa__classes[cls].size, size);

@@ -36,9 +36,9 @@ FA_NOINLINE void *fa__api_alloc_diag(size_t size, size_t align, bool zero) FA_HI
 
 /* malloc's count of the block it hands out: one add to memory.  gcc, left
  * to itself, puts &heads[cls] in a register to share it with the counter,
- * which costs a lea and a move of the result (icount 64-reuse 37.3 against
- * 36.3); the add is written out on x86-64 so that it indexes tc and cls as
- * the heads[] accesses do.  The asm writes memory that nothing in the fast
+ * which costs a lea and a move of the result (docs/HISTORY.md, #13); the
+ * add is written out on x86-64 so that it indexes tc and cls as the
+ * heads[] accesses do.  The asm writes memory that nothing in the fast
  * path reads. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define FA_COUNT_ALLOC(tc, cls)                                                                      \
