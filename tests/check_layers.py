@@ -17,7 +17,7 @@ rank, and names the files of its layer.  This script
 
 usage: check_layers.py REPO_ROOT OBJECT_DIR
 OBJECT_DIR is the static library's CMake object folder; its objects are
-named after their sources (src/08-tcache/tcache.c -> .../src/08-tcache/tcache.c.o).
+named after their sources (src/08-tcache/own.c -> .../src/08-tcache/own.c.o).
 """
 import os
 import re

@@ -23,7 +23,7 @@ struct fa__span;
 #define FA_PM_ROOT_LEN ((size_t)1 << FA_PM_ROOT_BITS)
 
 struct fa__pm_leaf {
-    /* The thread cache that owns the page's span (08-tcache/tcache.c), NULL for
+    /* The thread cache that owns the page's span (08-tcache), NULL for
      * a span no thread owns and for everything that is not a small span.
      * First, so that the free path indexes it with no offset to add. */
     const void *owner[FA_PM_LEAF_LEN];
@@ -69,7 +69,7 @@ void fa__pm_set(uintptr_t start, size_t npages, struct fa__span *span, unsigned 
 void fa__pm_set_one(uintptr_t page_addr, struct fa__span *span, unsigned cls) FA_HIDDEN;
 /* Make owner (NULL: none) the owner of each page in [start, start + npages
  * pages).  The span's owner writes it, or whoever takes a span nobody owns
- * under the protocol of 08-tcache/tcache.c; fa__pm_set clears it. */
+ * under the protocol of 02-records/span.h; fa__pm_set clears it. */
 void fa__pm_set_owner(uintptr_t start, size_t npages, const void *owner) FA_HIDDEN;
 
 #endif

@@ -12,7 +12,7 @@ struct fa__class_info fa__classes[FA_NUM_CLASSES];
  * spans replaced (#12): no thread fetches blocks from the central cache in
  * batches any more, it takes whole spans.  Nothing in the allocator reads
  * batch (test_sizeclass checks its range); max_list only widens the bound
- * past which seen_free (08-tcache/tcache.c) calls heads[] corrupt. */
+ * past which fa__tc_seen_free (08-tcache/seen.c) calls heads[] corrupt. */
 #define BATCH_BYTES (64u << 10)
 #define BATCH_MAX 32u
 #define BATCH_MIN 2u

@@ -5,7 +5,7 @@
  *    gives those that are then all free to the page heap;
  *  - purges the pages dirty for the purge delay (none when the delay is -1);
  *  - moves the scavenge epoch: each thread cache then scavenges at its next
- *    slow path (08-tcache/tcache.c): it sends its outbox, collects its spans'
+ *    slow path (08-tcache/slow.c): it sends its outbox, collects its spans'
  *    remote frees, gives the page heap the all-free spans and the large
  *    blocks it did not allocate from lately, and gives back the part of its
  *    claim on the global bound that it no longer needs. */

@@ -291,7 +291,7 @@ void fa__tc_leave(void)
     if (FA_LIKELY(tc->kind != FA_TC_REAL))
         return;
     /* Hidden: the fast paths miss from now on; heads[] and the spans stay
-     * the thread's, used by the slow paths (my_cache). */
+     * the thread's, used by the slow paths (fa__tc_mine). */
     fa__tc_hidden = tc;
     fa__tls_cache = &tc_empty;
 }

@@ -7,9 +7,10 @@
  *
  * Outside debug mode none of this runs.  In it (and in the other
  * diagnostic modes: memcheck, hooks, traces), a thread's cache is hidden
- * from the fast paths (08-tcache/tcache.c), so its every malloc and free leaves
+ * from the fast paths (08-tcache/life.c), so its every malloc and free leaves
  * them through the one branch that already exists, and the api layer sends
- * it here. */
+ * it here.  The files behind these entry points, in the order of their
+ * calls, are listed in 09-diag/debug_int.h. */
 #ifndef FA_DEBUG_DEBUG_H
 #define FA_DEBUG_DEBUG_H
 

@@ -68,7 +68,8 @@ enum {
  * little-endian words and then the last bytes one at a time, of each piece
  * the writer writes: the header's fixed part and varint, the command line,
  * and each chunk's header and records (the reader hashes the same pieces).
- * A word at a time: a byte at a time cost recording 5% of a python run. */
+ * A word at a time: a byte at a time made the checksum a visible part of
+ * what recording cost a program. */
 #define FA_TRACE_FNV_START 0xcbf29ce484222325ULL
 static inline uint64_t fa__trace_fnv(uint64_t h, const void *p, size_t n)
 {

@@ -46,8 +46,8 @@ static uint64_t clock_ns(void)
 
 /* The time of a record.  On x86-64, the time-stamp counter scaled to ns
  * (calibrated against CLOCK_MONOTONIC over 2 ms at start-up): a vDSO
- * clock_gettime at every record took 12% of a python run.  Elsewhere,
- * clock_gettime. */
+ * clock_gettime at every record was a large share of what recording cost a
+ * program.  Elsewhere, clock_gettime. */
 #if defined(__x86_64__)
 #include <x86intrin.h>
 static uint64_t tsc0, ns0, tsc_mult; /* ns = ns0 + ((tsc - tsc0) * tsc_mult >> 32) */

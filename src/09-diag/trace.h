@@ -22,7 +22,7 @@ void fa__trace_free(void *p) FA_HIDDEN;
 void fa__trace_realloc(void *old, void *p, size_t size) FA_HIDDEN;
 
 /* Recording alone (no checked blocks: debug mode, memcheck), a block
- * carries its object id in a header just before it (09-diag/debug.c lays it
+ * carries its object id in a header just before it (09-diag/traced.c lays it
  * out): a free finds the id there instead of in an address map, which
  * cost recording a cache miss and a lock at each end of a block's life.
  * off: from the underlying block's start to the header. */
