@@ -1,4 +1,4 @@
-/* malloc, calloc, realloc and friends, and the allocation slow paths. */
+/* malloc, calloc, realloc and friends. */
 #include "fastalloc.h"
 #include "12-api/fastpath.h"
 #include "12-api/override.h"
@@ -9,49 +9,6 @@
 
 #include <errno.h>
 #include <string.h>
-
-/* Past the refill: start-up, the diagnostic modes, the thread cache's slow
- * path.  A function of its own, so that the refill before it needs no
- * stack frame (it saved a register for the call to start-up). */
-static FA_NOINLINE void *alloc_slower(size_t size)
-{
-    fa__ensure_init();
-    if (FA_UNLIKELY(fa__diag_on()))
-        return fa__api_alloc_diag(size, 0, false);
-    void *p = fa__tc_alloc_slow(size);
-    if (p != NULL)
-        fa__fl_hand_out(p, fa__classes[fa__size_to_class(size)].size);
-    return p;
-}
-
-void *fa__api_alloc_diag(size_t size, size_t align, bool zero)
-{
-    fa__ensure_init();
-    fa__tc_leave(); /* a thread whose cache was in view when the mode came on */
-    return fa__dbg_alloc(size, align, zero);
-}
-
-void *fa__api_alloc_slow(size_t size, unsigned cls)
-{
-    /* A diagnostic mode sees every call, the refill's too. */
-    if (FA_UNLIKELY(fa__diag_on()))
-        return alloc_slower(size);
-    /* Class 0 (before start-up) has no current span. */
-    void *p = fa__tc_refill(cls);
-    if (FA_LIKELY(p != NULL)) {
-        fa__fl_hand_out(p, fa__classes[cls].size);
-        return p;
-    }
-    return alloc_slower(size);
-}
-
-void *fa__api_alloc_large(size_t size, size_t align, bool zero)
-{
-    fa__ensure_init();
-    if (FA_UNLIKELY(fa__diag_on()))
-        return fa__api_alloc_diag(size, align, zero);
-    return fa__tc_alloc_large(size, align, zero);
-}
 
 FA_HOT_ENTRY void *fa_malloc(size_t size)
 {

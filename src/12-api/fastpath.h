@@ -14,25 +14,7 @@
 #include "02-records/pagemap.h"
 #include "02-records/sizeclass.h"
 #include "08-tcache/tcache.h"
-
-/* Slow paths (alloc.c): start-up, then the thread cache's refill; and a
- * block too large for the size classes.  Never inlined: the fast path
- * would pay for their stack frame. */
-FA_NOINLINE void *fa__api_alloc_slow(size_t size, unsigned cls) FA_HIDDEN;
-FA_NOINLINE void *fa__api_alloc_large(size_t size, size_t align, bool zero) FA_HIDDEN;
-/* Free's slow paths (free.c): a block in no page-map leaf (a large block,
- * NULL, a foreign pointer), and one the thread does not own.  A diagnostic
- * mode takes both. */
-FA_NOINLINE void fa__api_free_unmapped(void *p) FA_HIDDEN;
-FA_NOINLINE void fa__api_free_slow(void *p) FA_HIDDEN;
-/* A pointer that is not 16-byte aligned (no block's start), and a block of
- * the thread's own span that already carries the free mark: a second free,
- * unless the slow path finds the block on no free list (02-records/freelist.h). */
-FA_NOINLINE void fa__api_free_misaligned(void *p) FA_HIDDEN;
-FA_NOINLINE void fa__api_free_marked(void *p) FA_HIDDEN;
-/* An allocation while a diagnostic mode is on (alloc.c): the calling
- * thread's cache hidden first, then the mode's own path (09-diag/debug.h). */
-FA_NOINLINE void *fa__api_alloc_diag(size_t size, size_t align, bool zero) FA_HIDDEN;
+#include "12-api/slow.h"
 
 /* malloc's count of the block it hands out: one add to memory.  gcc, left
  * to itself, puts &heads[cls] in a register to share it with the counter,

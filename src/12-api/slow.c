@@ -1,0 +1,88 @@
+/* The slow paths of malloc and free (slow.h): start-up, the diagnostic
+ * modes, and the thread cache's slow paths. */
+#include "12-api/slow.h"
+#include "00-base/diag.h"
+#include "02-records/freelist.h"
+#include "02-records/pagemap.h"
+#include "02-records/sizeclass.h"
+#include "08-tcache/tcache.h"
+#include "09-diag/debug.h"
+#include "11-init/init.h"
+
+/* Past the refill: start-up, the diagnostic modes, the thread cache's slow
+ * path.  A function of its own, so that the refill before it needs no
+ * stack frame (it saved a register for the call to start-up). */
+static FA_NOINLINE void *alloc_slower(size_t size)
+{
+    fa__ensure_init();
+    if (FA_UNLIKELY(fa__diag_on()))
+        return fa__api_alloc_diag(size, 0, false);
+    void *p = fa__tc_alloc_slow(size);
+    if (p != NULL)
+        fa__fl_hand_out(p, fa__classes[fa__size_to_class(size)].size);
+    return p;
+}
+
+void *fa__api_alloc_diag(size_t size, size_t align, bool zero)
+{
+    fa__ensure_init();
+    fa__tc_leave(); /* a thread whose cache was in view when the mode came on */
+    return fa__dbg_alloc(size, align, zero);
+}
+
+void *fa__api_alloc_slow(size_t size, unsigned cls)
+{
+    /* A diagnostic mode sees every call, the refill's too. */
+    if (FA_UNLIKELY(fa__diag_on()))
+        return alloc_slower(size);
+    /* Class 0 (before start-up) has no current span. */
+    void *p = fa__tc_refill(cls);
+    if (FA_LIKELY(p != NULL)) {
+        fa__fl_hand_out(p, fa__classes[cls].size);
+        return p;
+    }
+    return alloc_slower(size);
+}
+
+void *fa__api_alloc_large(size_t size, size_t align, bool zero)
+{
+    fa__ensure_init();
+    if (FA_UNLIKELY(fa__diag_on()))
+        return fa__api_alloc_diag(size, align, zero);
+    return fa__tc_alloc_large(size, align, zero);
+}
+
+void fa__api_free_unmapped(void *p)
+{
+    if (FA_UNLIKELY(fa__diag_on()))
+        fa__dbg_free(p);
+    else
+        fa__tc_free_slow(p); /* NULL, or no block: the large-block check stops a bad one */
+}
+
+void fa__api_free_misaligned(void *p)
+{
+    if (FA_UNLIKELY(fa__diag_on()))
+        fa__dbg_free(p);
+    else
+        fa__fatal("fastalloc: free(): invalid pointer %p (not 16-byte aligned, so no block's start)", p);
+}
+
+void fa__api_free_marked(void *p)
+{
+    fa__tc_free_marked(p);
+    fa__fl_poison(p, fa__classes[fa__pm_class((uintptr_t)p)].size);
+}
+
+void fa__api_free_slow(void *p)
+{
+    if (FA_UNLIKELY(fa__diag_on())) {
+        fa__tc_leave();
+        fa__dbg_free(p);
+        return;
+    }
+    unsigned cls = fa__pm_class((uintptr_t)p);
+    if (cls != 0)
+        fa__fl_poison(p, fa__classes[cls].size);
+    fa__tc_free_slow(p);
+}
