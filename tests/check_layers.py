@@ -13,7 +13,11 @@ rank, and names the files of its layer.  This script
   - fails on any #include of a src/ header of a higher rank (inline
     functions never show in nm);
   - fails on a prototype or extern of an fa__ name written in a .c file:
-    declarations live in headers, so that a caller cannot copy one by hand.
+    declarations live in headers, so that a caller cannot copy one by hand;
+  - fails on a loop of calls or data references among the .c files, within
+    a layer too (a.c uses b.c and b.c uses a.c): the files of a layer are
+    in an order as well, which its header states, and a reader can take
+    them one at a time from the bottom.
 
 usage: check_layers.py REPO_ROOT OBJECT_DIR
 OBJECT_DIR is the static library's CMake object folder; its objects are
@@ -78,6 +82,41 @@ def nm_symbols(objects):
 # A function prototype, or an extern, of an fa__ name at file scope.
 PROTO = re.compile(r"^(?!static\b)(?:extern\b[^;{(]*\b(fa__\w+)\b[^;{]*"
                    r"|[A-Za-z_][\w \t\*]*\b(fa__\w+)\s*\([^;{]*\)[^;{]*);\s*$")
+
+
+def loops(syms, definer, src_of):
+    """The loops of the graph 'object uses a symbol another object defines',
+    each as a list of sources, one per strongly connected component."""
+    edges = {}
+    for o, (_, undefined) in syms.items():
+        edges[o] = sorted({definer[s] for s in undefined if s in definer and definer[s] != o})
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):  # Tarjan's algorithm; the graph is a few dozen objects
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(src_of[c] for c in comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
 
 
 def main():
@@ -170,6 +209,8 @@ def main():
             if them in ranks and ranks[them][0] > ranks[me][0]:
                 errors.append("%s (%s, rank %d) uses %s from %s (%s, rank %d): an upward call"
                               % (me, ranks[me][1], ranks[me][0], s, them, ranks[them][1], ranks[them][0]))
+    for loop in loops(syms, definer, src_of):
+        errors.append("files that use each other in a loop (calls or data): %s" % ", ".join(loop))
     for e in errors:
         print("check_layers: " + e)
     if errors:
