@@ -423,7 +423,7 @@ static size_t resident(const void *p, size_t n)
     return r * pg;
 }
 
-/* The huge page that FASTALLOC_HUGEPAGES=1 keeps whole (04-pageheap/pageheap.c). */
+/* The huge page that FASTALLOC_HUGEPAGES=1 keeps whole (04-pageheap/reclaim.c). */
 #define HUGE_PAGE ((size_t)2 << 20)
 
 /* Three large blocks side by side, a | b | c, in a fresh heap: b starts

@@ -26,6 +26,11 @@ __thread struct lpool **fa__pool_lp_more __attribute__((tls_model("initial-exec"
 static __thread int pool_tls_dead __attribute__((tls_model("initial-exec")));
 static __thread int pool_tls_registered __attribute__((tls_model("initial-exec")));
 
+/* Guards the pool ids (pool.c), the recycled local pools and the
+ * per-thread arrays of other threads; the first lock of the order (pool.h).
+ * Defined here, in the lowest file that takes it. */
+fa__lock_t fa__pool_registry = FA_LOCK_INIT;
+
 /* Under the registry lock. */
 static struct lpool *spare_lps;    /* local pools dropped, for reuse */
 static struct lpool ***spare_more; /* recycled fa__pool_lp_more arrays */

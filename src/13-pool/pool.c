@@ -1,5 +1,5 @@
-/* A pool's life: create, destroy and stats; the registry of the pools
- * alive; fork.  The registry's lock is the first of the lock order
+/* A pool's life: create, destroy, trim and stats; the registry of the
+ * pools alive; fork.  The registry's lock is the first of the lock order
  * (pool.h): fork and destroy, which take every lock of a pool, start
  * with it. */
 #include "13-pool/pool.h"
@@ -13,9 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The pools alive, by id; the registry also guards the local pools kept
- * for reuse and the creation of the threads' arrays (local.c). */
-fa__lock_t fa__pool_registry = FA_LOCK_INIT;
+/* The pools alive, by id, under fa__pool_registry (local.c, which takes it
+ * too). */
 static fa_pool *pools[POOL_MAX];
 
 /* ---- fork ---- */
@@ -76,7 +75,7 @@ static void join_fork(void)
     fa__stats_set_pool_source(stats_all);
 }
 
-/* ---- create / destroy / stats ---- */
+/* ---- create / destroy / trim / stats ---- */
 
 fa_pool *fa_pool_create(const fa_pool_options *opt)
 {
@@ -209,6 +208,20 @@ void fa_pool_destroy(fa_pool *pool)
     pthread_mutex_destroy(&pool->grow);
     fa__unlock(&fa__pool_registry);
     fa__os_unmap(pool, sizeof(fa_pool) + pool->ngpools * sizeof(struct gpool));
+}
+
+size_t fa_pool_trim(fa_pool *pool)
+{
+    pthread_mutex_lock(&pool->grow);
+    /* The caller's own local pool is handed over first, so a pool used by
+     * one thread can be trimmed to nothing. */
+    struct lpool *lp = find_lp(pool);
+    if (lp != &fa__pool_empty_lp)
+        fa__pool_lp_retire(pool, lp);
+    size_t r = fa__pool_trim_locked(pool, UINT64_MAX);
+    pool->trims++;
+    pthread_mutex_unlock(&pool->grow);
+    return r;
 }
 
 void fa_pool_stats(fa_pool *pool, fa_pool_stats_t *out)

@@ -28,15 +28,20 @@
  *
  * Lock order: registry -> pool->grow -> gpool[i] (ascending) -> metadata.
  *
- * The files, from the bottom up:
+ * The files, from the bottom up; each calls only the files above it in
+ * this list, so no two call each other:
  *   blocks.c   block lists; a block's life: new, cut, collect, release
- *   local.c    the per-thread arrays and the local pools in them
- *   trim.c     giving all-free blocks back to the OS, asked or when idle
  *   debug.c    debug pools, which check every call under the grow mutex
+ *              (they have no local pools: blocks are all they use)
+ *   trim.c     giving all-free blocks of the global pools back to the OS,
+ *              a debug pool's through debug.c; the idle policy
+ *   local.c    the per-thread arrays and the local pools in them (a
+ *              hand-over looks at the idle policy); the registry's lock
  *   get_put.c  fa_pool_get and fa_pool_put, their fast and slow paths
- *   pool.c     create, destroy, stats, the registry and fork
+ *   pool.c     create, destroy, trim, stats, the registry and fork
  * This header holds the records they all work on and the helpers small
- * enough to inline; a function one file uses alone stays static there. */
+ * enough to inline, then each file's declarations in that order; a
+ * function one file uses alone stays static there. */
 #ifndef FA_POOL_POOL_H
 #define FA_POOL_POOL_H
 
@@ -177,41 +182,15 @@ struct fa_pool {
     struct gpool g[];
 };
 
-/* ---- per-thread arrays of local pools (local.c) ---- */
-
-/* The thread's local pools of the first FAST_SLOTS pool ids, in static TLS:
- * one load finds a local pool (a pointer to a heap array would take two).
- * 1 KiB per thread, small enough that the library can still be dlopen()ed.
- * Pools with higher ids all map to the last slot, a permanent stand-in, so
- * their gets and puts always take the slow path, which finds their local
- * pool in a per-thread heap array (fa__pool_lp_more, NULL until needed). */
-extern __thread struct lpool *fa__pool_lp[FAST_SLOTS + 1]
-    __attribute__((tls_model("initial-exec"))) FA_HIDDEN;
-extern __thread struct lpool **fa__pool_lp_more __attribute__((tls_model("initial-exec"))) FA_HIDDEN;
-/* The stand-in for "no local pool yet"; no thread ever owns it. */
-extern struct lpool fa__pool_empty_lp FA_HIDDEN;
-
-/* Guards the pool ids, the recycled local pools and the per-thread arrays
- * of other threads (pool.c). */
-extern fa__lock_t fa__pool_registry FA_HIDDEN;
-
-/* The calling thread's local pool for pool, or &fa__pool_empty_lp. */
-static inline struct lpool *find_lp(const fa_pool *pool)
-{
-    if (FA_LIKELY(pool->id < FAST_SLOTS))
-        return fa__pool_lp[pool->id];
-    return fa__pool_lp_more != NULL ? fa__pool_lp_more[pool->id] : &fa__pool_empty_lp;
-}
-
 /* ---- blocks ---- */
 
 /* A block's header is not at its start but up to COLOURS - 1 cache lines
  * in, by bits 16 and 17 of the block's address: consecutive blocks of 64
  * KiB (the default size) take the four places in turn.  At the start, every
  * header fell in the same L1 set and in 2 of the L2's 2,048, and the header
- * line a put reads missed at almost every put in random order
- * (objpool-shuffle, 1 thread, 5 rounds: puts 3.9 ms, 2.8 with 4 places,
- * the same with 8 or 16; malloc's frees 2.2).  The bits are fixed, so that
+ * line a put reads missed at almost every put in random order.  Four places
+ * made puts in random order much faster, and eight or sixteen did no better
+ * (docs/HISTORY.md).  The bits are fixed, so that
  * the put path shifts by a constant: blocks of 128 KiB take two of the
  * places, larger ones keep their header at the start, and smaller ones
  * change place every 64 KiB.  The objects start after the room the header
@@ -310,6 +289,48 @@ struct block *fa__pool_block_new(fa_pool *pool, struct lpool *owner) FA_HIDDEN;
 void *fa__pool_cut_one(fa_pool *pool, struct block *b) FA_HIDDEN;
 size_t fa__pool_release_doomed(fa_pool *pool) FA_HIDDEN;
 
+/* ---- debug pools ---- */
+
+/* debug.c: a debug pool's get and put, and its part of a trim (grow held). */
+void *fa__pool_debug_get(fa_pool *pool) FA_HIDDEN;
+void fa__pool_debug_put(fa_pool *pool, void *obj) FA_HIDDEN;
+size_t fa__pool_debug_trim_locked(fa_pool *pool) FA_HIDDEN;
+
+/* ---- trim ---- */
+
+/* trim.c: the idle policy, looked at on the pool's slow paths; and the
+ * release of the unowned all-free blocks that entered a global pool at or
+ * before `before` (UINT64_MAX: all), which fa_pool_trim (pool.c) calls too
+ * (grow held; returns the bytes given back). */
+void fa__pool_maybe_idle_trim(fa_pool *pool) FA_HIDDEN;
+size_t fa__pool_trim_locked(fa_pool *pool, uint64_t before) FA_HIDDEN;
+
+/* ---- local pools: the per-thread arrays (local.c) ---- */
+
+/* The thread's local pools of the first FAST_SLOTS pool ids, in static TLS:
+ * one load finds a local pool (a pointer to a heap array would take two).
+ * 1 KiB per thread, small enough that the library can still be dlopen()ed.
+ * Pools with higher ids all map to the last slot, a permanent stand-in, so
+ * their gets and puts always take the slow path, which finds their local
+ * pool in a per-thread heap array (fa__pool_lp_more, NULL until needed). */
+extern __thread struct lpool *fa__pool_lp[FAST_SLOTS + 1]
+    __attribute__((tls_model("initial-exec"))) FA_HIDDEN;
+extern __thread struct lpool **fa__pool_lp_more __attribute__((tls_model("initial-exec"))) FA_HIDDEN;
+/* The stand-in for "no local pool yet"; no thread ever owns it. */
+extern struct lpool fa__pool_empty_lp FA_HIDDEN;
+
+/* Guards the pool ids (pool.c), the recycled local pools and the
+ * per-thread arrays of other threads (local.c). */
+extern fa__lock_t fa__pool_registry FA_HIDDEN;
+
+/* The calling thread's local pool for pool, or &fa__pool_empty_lp. */
+static inline struct lpool *find_lp(const fa_pool *pool)
+{
+    if (FA_LIKELY(pool->id < FAST_SLOTS))
+        return fa__pool_lp[pool->id];
+    return fa__pool_lp_more != NULL ? fa__pool_lp_more[pool->id] : &fa__pool_empty_lp;
+}
+
 /* ---- local pools: the current block's session ---- */
 
 /* The current block's `out`, from the session's counters: the fast paths
@@ -356,13 +377,5 @@ void fa__pool_place(fa_pool *pool, struct lpool *lp, struct block *b) FA_HIDDEN;
 struct lpool *fa__pool_my_lp(fa_pool *pool) FA_HIDDEN;
 void fa__pool_lp_retire(fa_pool *pool, struct lpool *lp) FA_HIDDEN;
 void fa__pool_lp_drop(fa_pool *pool, struct lpool *lp) FA_HIDDEN;
-
-/* trim.c: the idle policy, looked at on the pool's slow paths. */
-void fa__pool_maybe_idle_trim(fa_pool *pool) FA_HIDDEN;
-
-/* debug.c: a debug pool's get and put, and its part of a trim (grow held). */
-void *fa__pool_debug_get(fa_pool *pool) FA_HIDDEN;
-void fa__pool_debug_put(fa_pool *pool, void *obj) FA_HIDDEN;
-size_t fa__pool_debug_trim_locked(fa_pool *pool) FA_HIDDEN;
 
 #endif

@@ -1,15 +1,15 @@
 /* Trim: blocks whose objects are all free go back to the OS, when the
- * program asks (fa_pool_trim) or by the idle policy, which the slow paths
- * of the other files call now and then.  Only blocks in the global pools,
- * which no thread owns, are released; fa_pool_trim hands the caller's own
- * blocks over first.  A debug pool's trim is in debug.c. */
+ * program asks (fa_pool_trim, pool.c) or by the idle policy, which the slow
+ * paths of the other files call now and then.  Only blocks in the global
+ * pools, which no thread owns, are released; fa_pool_trim hands the
+ * caller's own blocks over first.  A debug pool's trim is in debug.c. */
 #include "13-pool/pool.h"
 #include "00-base/clock.h"
 #include "01-os/os.h"
 
 /* Release the unowned blocks whose objects are all free and that entered a
  * global pool at or before `before` (UINT64_MAX: all).  grow held. */
-static size_t trim_locked(fa_pool *pool, uint64_t before)
+size_t fa__pool_trim_locked(fa_pool *pool, uint64_t before)
 {
     if (pool->debug)
         return fa__pool_debug_trim_locked(pool);
@@ -63,21 +63,7 @@ void fa__pool_maybe_idle_trim(fa_pool *pool)
     __atomic_store_n(&pool->last_check_ms, now, __ATOMIC_RELAXED);
     /* A look that finds nothing old enough is not a trim: the count tells
      * the user how often the pool actually gave memory back by itself. */
-    if (now >= (uint64_t)pool->idle_ms && trim_locked(pool, now - (uint64_t)pool->idle_ms) > 0)
+    if (now >= (uint64_t)pool->idle_ms && fa__pool_trim_locked(pool, now - (uint64_t)pool->idle_ms) > 0)
         pool->trims++;
     pthread_mutex_unlock(&pool->grow);
-}
-
-size_t fa_pool_trim(fa_pool *pool)
-{
-    pthread_mutex_lock(&pool->grow);
-    /* The caller's own local pool is handed over first, so a pool used by
-     * one thread can be trimmed to nothing. */
-    struct lpool *lp = find_lp(pool);
-    if (lp != &fa__pool_empty_lp)
-        fa__pool_lp_retire(pool, lp);
-    size_t r = trim_locked(pool, UINT64_MAX);
-    pool->trims++;
-    pthread_mutex_unlock(&pool->grow);
-    return r;
 }
