@@ -1,5 +1,6 @@
 /* Edge cases of every public function, through the fa_ names. */
 #include "check.h"
+#include "child.h"
 #include "util.h"
 
 #include <errno.h>
@@ -11,7 +12,6 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -905,55 +905,24 @@ static void test_owns(void)
 }
 
 /* ------------------------------------------------------------ invalid pointers */
-static void *bad_ptr;
+/* Each runs in a child (child_call), given the bad pointer. */
+static void do_free_bad(void *p) { fa_free(p); }
+static void do_realloc_bad(void *p) { (void)!fa_realloc(p, 100); }
+static void do_usable_bad(void *p) { _exit(fa_malloc_usable_size(p) == 0 ? 0 : 3); }
 
-static void do_free_bad(void) { fa_free(bad_ptr); }
-static void do_realloc_bad(void) { (void)!fa_realloc(bad_ptr, 100); }
-static void do_usable_bad(void) { _exit(fa_malloc_usable_size(bad_ptr) == 0 ? 0 : 3); }
-
-/* Run fn in a child with stderr captured; return its wait status and put
- * what it wrote to stderr in msg. */
-static int in_child(void (*fn)(void), char *msg, size_t cap)
+static void expect_abort(void (*fn)(void *), void *p, const char *what, const char *text)
 {
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        struct rlimit no_core = {0, 0};
-        setrlimit(RLIMIT_CORE, &no_core);
-        dup2(fds[1], 2);
-        close(fds[0]);
-        fn();
-        _exit(0);
-    }
-    close(fds[1]);
-    size_t len = 0;
-    ssize_t n;
-    while (len + 1 < cap && (n = read(fds[0], msg + len, cap - 1 - len)) > 0)
-        len += (size_t)n;
-    msg[len] = '\0';
-    close(fds[0]);
-    int st = 0;
-    CHECK(waitpid(pid, &st, 0) == pid);
-    return st;
-}
-
-static void expect_abort(void (*fn)(void), void *p, const char *what, const char *text)
-{
-    char msg[512];
-    bad_ptr = p;
-    int st = in_child(fn, msg, sizeof msg);
-    CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "%s did not abort (status %#x)", what, st);
-    CHECKF(strstr(msg, text) != NULL, "%s: diagnostic \"%s\" lacks \"%s\"", what, msg, text);
+    struct child_out r;
+    child_call(&r, fn, p);
+    CHECKF(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT, "%s did not abort (status %#x)", what,
+           r.status);
+    CHECKF(strstr(r.err, text) != NULL, "%s: diagnostic \"%s\" lacks \"%s\"", what, r.err, text);
 }
 
 static void test_invalid_pointers(void)
 {
     int local;
-    char msg[512];
+    struct child_out r;
     unsigned char *l = fa_malloc(2 * MiB);
     CHECK(l != NULL);
     memset(l, 1, 2 * MiB);
@@ -966,13 +935,11 @@ static void test_invalid_pointers(void)
     expect_abort(do_realloc_bad, l + 3 * PAGE8K, "realloc(inside a large block)", "inside a block");
 
     /* malloc_usable_size of a pointer that is not a block: 0, and a note. */
-    bad_ptr = &local;
-    int st = in_child(do_usable_bad, msg, sizeof msg);
-    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
-    CHECK(strstr(msg, "malloc_usable_size(): invalid pointer") != NULL);
-    bad_ptr = l + PAGE8K;
-    st = in_child(do_usable_bad, msg, sizeof msg);
-    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+    child_call(&r, do_usable_bad, &local);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "status %#x", r.status);
+    CHECK(strstr(r.err, "malloc_usable_size(): invalid pointer") != NULL);
+    child_call(&r, do_usable_bad, l + PAGE8K);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "status %#x", r.status);
 
     /* A large block freed twice. */
     fa_free(l);
