@@ -538,27 +538,38 @@ static void test_realloc(void)
     }
 }
 
+/* n 1 MiB blocks that sit next to each other, in blk; false when 16 tries
+ * found none.  Spans are cut from the front of the best-fitting free span,
+ * so this takes a try or two at most; the failed tries go to junk (*nj of
+ * its cap used) and stay allocated until the caller frees them. */
+static bool adjacent_mib_blocks(unsigned char **blk, int n, void **junk, size_t *nj, size_t cap)
+{
+    for (int tries = 0; tries < 16; tries++) {
+        bool adjacent = true;
+        for (int i = 0; i < n; i++) {
+            blk[i] = fa_malloc(MiB);
+            CHECK(blk[i] != NULL);
+            adjacent = adjacent && (i == 0 || blk[i] == blk[i - 1] + MiB);
+        }
+        if (adjacent)
+            return true;
+        CHECK(*nj + (size_t)n <= cap);
+        for (int i = 0; i < n; i++)
+            junk[(*nj)++] = blk[i];
+    }
+    return false;
+}
+
 /* Large blocks are spans of the page heap: a block whose next pages are free
  * grows into them, and one that shrinks gives its tail back. */
 static void test_realloc_in_place(void)
 {
-    /* Find two 1 MiB blocks that sit next to each other.  Spans are cut from
-     * the front of the best-fitting free span, so this takes a try or two at
-     * most; the failed tries stay allocated until the end. */
     void *junk[112];
     size_t nj = 0;
-    unsigned char *a = NULL, *b = NULL;
-    for (int tries = 0; tries < 16; tries++) {
-        a = fa_malloc(MiB);
-        b = fa_malloc(MiB);
-        CHECK(a != NULL && b != NULL);
-        if (b == a + MiB)
-            break;
-        junk[nj++] = a;
-        junk[nj++] = b;
-        a = b = NULL;
-    }
-    CHECKF(a != NULL, "never got two adjacent 1 MiB blocks");
+    unsigned char *blk[3];
+    CHECKF(adjacent_mib_blocks(blk, 2, junk, &nj, sizeof junk / sizeof junk[0]),
+           "never got two adjacent 1 MiB blocks");
+    unsigned char *a = blk[0], *b = blk[1];
     pat_fill(a, MiB, 31);
     pat_fill(b, MiB, 32);
 
@@ -575,17 +586,10 @@ static void test_realloc_in_place(void)
     long long tcb = 0;
     CHECK(fa_option_get("thread_cache_bytes", &tcb) == 0);
     CHECK(fa_option_set("thread_cache_bytes", 0) == 0);
-    a = b = NULL;
-    for (int tries = 0; tries < 16; tries++) {
-        a = fa_malloc(MiB);
-        b = fa_malloc(MiB);
-        if (b == a + MiB)
-            break;
-        junk[nj++] = a;
-        junk[nj++] = b;
-        a = b = NULL;
-    }
-    CHECKF(a != NULL, "never got two adjacent 1 MiB blocks");
+    CHECKF(adjacent_mib_blocks(blk, 2, junk, &nj, sizeof junk / sizeof junk[0]),
+           "never got two adjacent 1 MiB blocks");
+    a = blk[0];
+    b = blk[1];
     pat_fill(a, MiB, 41);
     fa_free(b);
     unsigned char *g = fa_realloc(a, MiB + MiB / 2);
@@ -612,21 +616,11 @@ static void test_realloc_in_place(void)
     /* A free neighbour that is too small is no help: A, B, C adjacent, B
      * freed, A grows past B's pages into C's: A must move, and C is
      * untouched. */
-    unsigned char *c = NULL;
-    a = b = NULL;
-    for (int tries = 0; tries < 16; tries++) {
-        a = fa_malloc(MiB);
-        b = fa_malloc(MiB);
-        c = fa_malloc(MiB);
-        if (b == a + MiB && c == b + MiB)
-            break;
-        CHECK(nj + 3 <= sizeof junk / sizeof junk[0]);
-        junk[nj++] = a;
-        junk[nj++] = b;
-        junk[nj++] = c;
-        a = b = c = NULL;
-    }
-    CHECKF(a != NULL, "never got three adjacent 1 MiB blocks");
+    CHECKF(adjacent_mib_blocks(blk, 3, junk, &nj, sizeof junk / sizeof junk[0]),
+           "never got three adjacent 1 MiB blocks");
+    a = blk[0];
+    b = blk[1];
+    unsigned char *c = blk[2];
     pat_fill(a, MiB, 51);
     pat_fill(c, MiB, 53);
     fa_free(b);
