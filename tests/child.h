@@ -11,9 +11,9 @@
  *                                     setup(arg) (to set the environment),
  *                                     then execs argv (found in PATH)
  *
- * An exec that fails ends the child with status 127.  The children leave
- * no core file: many die on purpose, and a test that runs dozens of them
- * would fill the folder. */
+ * An exec that fails ends the child with status 127 (child_missing).  The
+ * children leave no core file: many die on purpose, and a test that runs
+ * dozens of them would fill the folder. */
 #ifndef FA_TEST_CHILD_H
 #define FA_TEST_CHILD_H
 
@@ -108,6 +108,17 @@ __attribute__((unused)) static void child_run(struct child_out *r, void (*setup)
 {
     struct child_exec_ x = {setup, arg, argv};
     child_call(r, child_exec_, &x);
+}
+
+/* Whether the child's exec failed (status 127): the program is not
+ * installed.  Says so on stdout, "SKIP: NAME is not installed", for the
+ * caller to skip (exit status 77). */
+__attribute__((unused)) static bool child_missing(const struct child_out *r, const char *name)
+{
+    if (!WIFEXITED(r->status) || WEXITSTATUS(r->status) != 127)
+        return false;
+    printf("SKIP: %s is not installed\n", name);
+    return true;
 }
 
 /* The path of the running program: /proc/self/exe names valgrind itself to
