@@ -37,6 +37,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,14 +222,11 @@ __attribute__((unused)) static void bench_fill(unsigned char *p, size_t n, uint6
     bench_stamp(p, n, tag);
 }
 
-/* Index of the first wrong byte of a filled block, or -1. */
-__attribute__((unused)) static long bench_fill_bad(const unsigned char *p, size_t n, uint64_t tag)
+/* Index of the first byte of p[from, end) that is not b, or -1. */
+static inline long bench_bytes_bad(const unsigned char *p, size_t from, size_t end, unsigned char b)
 {
-    if (!bench_stamp_ok(p, n, tag))
-        return 0;
-    const unsigned char b = bench_fill_byte(tag);
     const uint64_t word = 0x0101010101010101ull * b;
-    size_t i = 8, end = n > 16 ? n - 8 : 8;
+    size_t i = from;
     for (; i + 8 <= end; i += 8) { /* a word at a time, then find the byte */
         uint64_t v;
         memcpy(&v, p + i, 8);
@@ -239,6 +237,14 @@ __attribute__((unused)) static long bench_fill_bad(const unsigned char *p, size_
         if (p[i] != b)
             return (long)i;
     return -1;
+}
+
+/* Index of the first wrong byte of a filled block, or -1. */
+__attribute__((unused)) static long bench_fill_bad(const unsigned char *p, size_t n, uint64_t tag)
+{
+    if (!bench_stamp_ok(p, n, tag))
+        return 0;
+    return bench_bytes_bad(p, 8, n > 16 ? n - 8 : 8, bench_fill_byte(tag));
 }
 
 /* ---- what a program checked: the "checked" object of its output.  The
@@ -343,7 +349,10 @@ __attribute__((unused)) static void bench_print_samples(const struct bench_sampl
 
 /* ---- command line.  Every program takes long options only, each with an
  * argument, plus --help; one table describes them and bench_options()
- * parses them, so that all programs read and reject values the same way. */
+ * parses them, so that all programs read and reject values the same way.
+ * The table lives at file scope and points into opt, a static that holds
+ * the defaults; main() copies what was parsed to the variables the measured
+ * code reads, cfg in most programs (bench_options says why it copies). */
 enum bench_opt_kind {
     OPT_COUNT,  /* uint64_t, in bench_count's syntax (100000, 100k, 2M, 1.5G) */
     OPT_SIZE,   /* size_t, the same syntax */
@@ -363,6 +372,21 @@ struct bench_opt {
     const char *hint;         /* OPT_CHOICE: "(hint)" added to the message
                                  for a bad word; NULL for none */
 };
+
+/* Entries of the table, several to a line.  The pointer must point to the
+ * kind's type: _Generic refuses to compile any other, so an entry cannot
+ * write an int into a size_t. */
+#define BENCH_OPT_(name, kind, type, ptr) {(name), (kind), _Generic((ptr), type *: (ptr)), NULL, NULL}
+#define COUNT_OPT(name, ptr) BENCH_OPT_(name, OPT_COUNT, uint64_t, ptr)
+#define SIZE_OPT(name, ptr) BENCH_OPT_(name, OPT_SIZE, size_t, ptr)
+#define LONG_OPT(name, ptr) BENCH_OPT_(name, OPT_LONG, long, ptr)
+#define INT_OPT(name, ptr) BENCH_OPT_(name, OPT_INT, int, ptr)
+#define DOUBLE_OPT(name, ptr) BENCH_OPT_(name, OPT_DOUBLE, double, ptr)
+#define STRING_OPT(name, ptr) BENCH_OPT_(name, OPT_STRING, const char *, ptr)
+/* choices: "word|word"; hint: NULL, or what a bad word's message adds. */
+#define CHOICE_OPT(name, ptr, choices, hint) \
+    {(name), OPT_CHOICE, _Generic((ptr), int *: (ptr)), (choices), (hint)}
+#define OPT_END {NULL, 0, NULL, NULL, NULL}
 
 #define BENCH_MAX_OPTS 16
 
@@ -412,9 +436,10 @@ __attribute__((noreturn, unused)) static void bench_usage_error(const char *usag
     exit(2);
 }
 
-/* Parses argv by opts (ended by an entry with a NULL name) and --help, and
- * returns when the program should go on; optind is then the index of the
- * first operand, and each program refuses operands in its own range check.
+/* Parses argv by opts (ended by OPT_END) and --help, and returns when the
+ * program should go on; optind is then the index of the first operand, and
+ * each program refuses operands in its own range check.  name: the
+ * program's, which die() puts before its messages from here on.
  * Otherwise it exits: with status 0 after --help, which prints help on
  * stdout, or with status 2 after an unknown option or a missing argument
  * (getopt_long has said which), which prints on_error on stderr unless it is
@@ -424,9 +449,11 @@ __attribute__((noreturn, unused)) static void bench_usage_error(const char *usag
  * variable whose address was taken may change in any call, so it would
  * reload such variables after every malloc and free (or every compiler
  * barrier), and the measured code would no longer be the same. */
-__attribute__((unused)) static void bench_options(int argc, char **argv, const struct bench_opt *opts,
-                                                  const char *help, const char *on_error)
+__attribute__((unused)) static void bench_options(const char *name, int argc, char **argv,
+                                                  const struct bench_opt *opts, const char *help,
+                                                  const char *on_error)
 {
+    die_prefix = name;
     struct option lo[BENCH_MAX_OPTS + 2];
     int n = 0;
     for (; opts[n].name != NULL; n++) {
@@ -511,5 +538,85 @@ __attribute__((unused)) static struct bench_span bench_span_of(const struct benc
 }
 
 #define BENCH_SPAN(recs, n, span) bench_span_of(&(recs)->span, sizeof *(recs), (n))
+
+/* A start (or phase) barrier for parties threads, main included when it
+ * waits too; one that cannot be made ends the program (exit 2). */
+__attribute__((unused)) static void bench_barrier_init(pthread_barrier_t *b, unsigned parties)
+{
+    if (pthread_barrier_init(b, NULL, parties) != 0)
+        die(2, "pthread_barrier_init failed");
+}
+
+/* The checked counts of n records stride bytes apart, summed (first is
+ * record 0's member). */
+__attribute__((unused)) static struct bench_checked bench_checked_sum(const struct bench_checked *first,
+                                                                      size_t stride, int n)
+{
+    struct bench_checked sum = {0};
+    for (int i = 0; i < n; i++)
+        bench_checked_add(&sum, (const void *)((const char *)first + (size_t)i * stride));
+    return sum;
+}
+
+#define BENCH_CHECKED_SUM(recs, n, chk) bench_checked_sum(&(recs)->chk, sizeof *(recs), (n))
+
+/* ---- chains of short-lived threads: each of n chains runs one thread at a
+ * time, which starts its successor (bench_chain_next) and exits, and the
+ * last thread of a chain says so (bench_chain_end).  They are detached, so
+ * that nobody has to join them, and main waits for the chains' ends. */
+struct bench_chains {
+    sem_t ended;
+    pthread_attr_t detached;
+    unsigned long retries; /* starts of a successor that failed and were tried again */
+};
+
+__attribute__((unused)) static void bench_chains_init(struct bench_chains *c)
+{
+    sem_init(&c->ended, 0, 0);
+    pthread_attr_init(&c->detached);
+    pthread_attr_setdetachstate(&c->detached, PTHREAD_CREATE_DETACHED);
+    c->retries = 0;
+}
+
+/* The first threads: chain i runs fn(first + i * stride), its record.  A
+ * thread that cannot be created ends the program (exit 2). */
+__attribute__((unused)) static void bench_chains_start(struct bench_chains *c, int n, void *(*fn)(void *),
+                                                       void *first, size_t stride)
+{
+    for (int i = 0; i < n; i++) {
+        pthread_t th;
+        int e = pthread_create(&th, &c->detached, fn, (char *)first + (size_t)i * stride);
+        if (e != 0)
+            die(2, "pthread_create: %s", strerror(e));
+    }
+}
+
+#define BENCH_CHAINS_START(c, recs, n, fn) bench_chains_start((c), (n), (fn), (recs), sizeof *(recs))
+
+/* Starts the next thread of a chain, fn(arg).  The system refuses while too
+ * many threads are still exiting: then wait a millisecond and try again,
+ * counted in retries. */
+__attribute__((unused)) static void bench_chain_next(struct bench_chains *c, void *(*fn)(void *), void *arg)
+{
+    pthread_t next;
+    while (pthread_create(&next, &c->detached, fn, arg) != 0) {
+        __atomic_fetch_add(&c->retries, 1, __ATOMIC_RELAXED);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static inline void bench_chain_end(struct bench_chains *c)
+{
+    sem_post(&c->ended);
+}
+
+/* Returns once all n chains have ended. */
+__attribute__((unused)) static void bench_chains_wait(struct bench_chains *c, int n)
+{
+    for (int i = 0; i < n; i++)
+        while (sem_wait(&c->ended) != 0) {
+        }
+}
 
 #endif

@@ -45,23 +45,21 @@ static uint64_t expected_sum(uint64_t reads, size_t slots)
     return sum;
 }
 
+/* opt: the command line, over the defaults; main copies it to the counts
+ * the timed loops read (see bench_options). */
+static struct {
+    uint64_t n, nt;
+} opt = {100000000, 100000000};
+
+static const struct bench_opt opts[] = {COUNT_OPT("n", &opt.n), COUNT_OPT("n-text", &opt.nt), OPT_END};
+
 static const char help[] = "usage: coding_bench [--n CALLS] [--n-text CALLS]  (defaults 100M, 100M)\n";
 
 int main(int argc, char **argv)
 {
-    die_prefix = "coding_bench";
-    /* Parsed into o (the table points at it: see bench_options), then
-     * copied to the counts the timed loops read. */
-    struct {
-        uint64_t n, nt;
-    } o = {100000000, 100000000};
-    const struct bench_opt opts[] = {
-        {"n", OPT_COUNT, &o.n, NULL, NULL},
-        {"n-text", OPT_COUNT, &o.nt, NULL, NULL},
-        {NULL, 0, NULL, NULL, NULL}};
     /* A bad option exits 2 after getopt's own message, with no usage. */
-    bench_options(argc, argv, opts, help, NULL);
-    const uint64_t n = o.n, nt = o.nt;
+    bench_options("coding_bench", argc, argv, opts, help, NULL);
+    const uint64_t n = opt.n, nt = opt.nt;
     if (optind != argc || n < SLOTS || nt < TEXT_SLOTS)
         die(2, "--n must be >= %d and --n-text >= %d", SLOTS, TEXT_SLOTS);
 

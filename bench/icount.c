@@ -44,9 +44,23 @@ static __typeof__(fa_pool_put) *pool_put;
 
 enum { MODE_REUSE, MODE_WINDOW, MODE_POOL };
 
-static int mode = MODE_REUSE;
-static size_t size = 64;
-static long live = 64;
+/* opt: the command line, over the defaults.  main copies mode, size and
+ * live to the variables of those names, which measure() reads, and whose
+ * instructions are what is counted (see bench_options). */
+static struct {
+    int mode;
+    size_t size;
+    long live, n, warm;
+} opt = {.mode = MODE_REUSE, .size = 64, .live = 64, .n = 200000, .warm = 50000};
+
+static const struct bench_opt opts[] = {
+    CHOICE_OPT("mode", &opt.mode, "reuse|window|pool", NULL), /* MODE_REUSE, MODE_WINDOW, MODE_POOL */
+    SIZE_OPT("size", &opt.size), LONG_OPT("live", &opt.live), LONG_OPT("n", &opt.n),
+    LONG_OPT("warm", &opt.warm), OPT_END};
+
+static int mode;
+static size_t size;
+static long live;
 static fa_pool *pool;
 static uint64_t **ring;
 static struct bench_checked chk; /* the warm-up's and the drain's checks */
@@ -172,25 +186,12 @@ static const char help[] =
 
 int main(int argc, char **argv)
 {
-    die_prefix = "icount";
-    long n = 200000, nwarm = 50000;
-    /* Parsed into copies (see bench_options), then copied over: measure()
-     * reads mode, size and live, and its instructions are what is counted. */
-    int opt_mode = mode;
-    size_t opt_size = size;
-    long opt_live = live;
-    const struct bench_opt opts[] = {
-        {"mode", OPT_CHOICE, &opt_mode, "reuse|window|pool", NULL}, /* MODE_REUSE, MODE_WINDOW, MODE_POOL */
-        {"size", OPT_SIZE, &opt_size, NULL, NULL},
-        {"live", OPT_LONG, &opt_live, NULL, NULL},
-        {"n", OPT_LONG, &n, NULL, NULL},
-        {"warm", OPT_LONG, &nwarm, NULL, NULL},
-        {NULL, 0, NULL, NULL, NULL}};
     /* A bad option exits 2 after getopt's own message, with no usage. */
-    bench_options(argc, argv, opts, help, NULL);
-    mode = opt_mode;
-    size = opt_size;
-    live = opt_live;
+    bench_options("icount", argc, argv, opts, help, NULL);
+    mode = opt.mode;
+    size = opt.size;
+    live = opt.live;
+    const long n = opt.n, nwarm = opt.warm;
     if (optind != argc || size < 16 || live < 1 || n < 1 || nwarm < 8)
         die(2, "bad arguments (--help)");
     if (mode == MODE_POOL) {

@@ -36,6 +36,12 @@
 
 #include <inttypes.h>
 
+static const char usage[] =
+    "usage: largechurn [--buffers N] [--replace R] [--min-mib M] [--max-mib M]\n"
+    "  --buffers  live buffers (default 20)\n"
+    "  --replace  buffers replaced, a random one each time (default 2000)\n"
+    "  --min-mib, --max-mib  buffer sizes in MiB, uniform in bytes (default 5..25; min >= 1)\n";
+
 #define CHUNK 4096
 #define FULL_EVERY 16
 #define MIB ((size_t)1 << 20)
@@ -47,11 +53,17 @@ struct buffer {
     int full; /* check every byte before the free */
 };
 
+/* opt: the command line, over the defaults; cfg: its copy that the
+ * measured code reads (see bench_options). */
 static struct {
     size_t buffers;
     uint64_t replace;
     size_t min_mib, max_mib;
-} cfg = {.buffers = 20, .replace = 2000, .min_mib = 5, .max_mib = 25};
+} opt = {.buffers = 20, .replace = 2000, .min_mib = 5, .max_mib = 25}, cfg;
+
+static const struct bench_opt opts[] = {SIZE_OPT("buffers", &opt.buffers), COUNT_OPT("replace", &opt.replace),
+                                        SIZE_OPT("min-mib", &opt.min_mib), SIZE_OPT("max-mib", &opt.max_mib),
+                                        OPT_END};
 
 static uint64_t rng, tag_base, allocated;
 static uint64_t chunks_checked;
@@ -100,7 +112,6 @@ static long bad_byte(const struct buffer *s)
     if (v != ~s->tag)
         return (long)(n - 8);
     const unsigned char b = bench_fill_byte(s->tag);
-    const uint64_t word = 0x0101010101010101ull * b;
     for (size_t off = 0, c = 0; off < n; off += CHUNK, c++) {
         int tagged = off + 16 <= n;
         if (tagged) {
@@ -113,15 +124,9 @@ static long bad_byte(const struct buffer *s)
             continue;
         /* Up to the end stamp (it may overwrite the chunk's last bytes). */
         size_t end = n - off <= CHUNK ? n - 8 : off + CHUNK;
-        size_t i = tagged ? off + 8 : off;
-        for (; i + 8 <= end; i += 8) {
-            memcpy(&v, p + i, 8);
-            if (v != word)
-                break;
-        }
-        for (; i < end; i++)
-            if (p[i] != b)
-                return (long)i;
+        long bad = bench_bytes_bad(p, tagged ? off + 8 : off, end, b);
+        if (bad >= 0)
+            return bad;
     }
     return -1;
 }
@@ -138,24 +143,10 @@ static void check_free(struct buffer *s)
     s->p = NULL;
 }
 
-static const char usage[] =
-    "usage: largechurn [--buffers N] [--replace R] [--min-mib M] [--max-mib M]\n"
-    "  --buffers  live buffers (default 20)\n"
-    "  --replace  buffers replaced, a random one each time (default 2000)\n"
-    "  --min-mib, --max-mib  buffer sizes in MiB, uniform in bytes (default 5..25; min >= 1)\n";
-
 int main(int argc, char **argv)
 {
-    die_prefix = "largechurn";
-    __typeof__(cfg) o = cfg; /* the table points at a copy: see bench_options */
-    const struct bench_opt opts[] = {
-        {"buffers", OPT_SIZE, &o.buffers, NULL, NULL},
-        {"replace", OPT_COUNT, &o.replace, NULL, NULL},
-        {"min-mib", OPT_SIZE, &o.min_mib, NULL, NULL},
-        {"max-mib", OPT_SIZE, &o.max_mib, NULL, NULL},
-        {NULL, 0, NULL, NULL, NULL}};
-    bench_options(argc, argv, opts, usage, usage);
-    cfg = o;
+    bench_options("largechurn", argc, argv, opts, usage, usage);
+    cfg = opt;
     if (optind != argc || cfg.buffers < 1 || cfg.buffers > 100000 || cfg.min_mib < 1 ||
         cfg.max_mib < cfg.min_mib || cfg.max_mib > 4096)
         bench_usage_error(usage);

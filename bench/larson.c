@@ -22,7 +22,14 @@
 #include "bench_common.h"
 
 #include <inttypes.h>
-#include <semaphore.h>
+
+static const char usage[] =
+    "usage: larson [--threads T] [--slots N] [--ops N] [--gen-ops N] [--min B] [--max B]\n"
+    "  --threads  lineages running at once (default 2)\n"
+    "  --slots    live objects per lineage (default 1000)\n"
+    "  --ops      operations per lineage (default 2M)\n"
+    "  --gen-ops  operations before a thread hands over to a new one (default 20000)\n"
+    "  --min, --max  object sizes, uniform (default 10..1000; min >= 9)\n";
 
 struct slot {
     unsigned char *p;
@@ -44,17 +51,21 @@ struct lineage {
     double end;
 } __attribute__((aligned(128)));
 
+/* opt: the command line, over the defaults; cfg: its copy that the
+ * measured code reads (see bench_options). */
 static struct {
     int threads;
     size_t slots;
     uint64_t ops, gen_ops;
     size_t min, max;
-} cfg = {.threads = 2, .slots = 1000, .ops = 2000000, .gen_ops = 20000, .min = 10, .max = 1000};
+} opt = {.threads = 2, .slots = 1000, .ops = 2000000, .gen_ops = 20000, .min = 10, .max = 1000}, cfg;
+
+static const struct bench_opt opts[] = {
+    INT_OPT("threads", &opt.threads), SIZE_OPT("slots", &opt.slots), COUNT_OPT("ops", &opt.ops),
+    COUNT_OPT("gen-ops", &opt.gen_ops), SIZE_OPT("min", &opt.min), SIZE_OPT("max", &opt.max), OPT_END};
 
 static struct lineage *lines;
-static sem_t finished;
-static pthread_attr_t detached;
-static unsigned long spawn_failures;
+static struct bench_chains chains;
 
 static void *worker(void *arg);
 
@@ -94,49 +105,23 @@ static void *worker(void *arg)
     l->done += todo;
     l->gens++;
     if (l->done < cfg.ops) {
-        /* Hand the slot array to a successor, then exit. */
-        pthread_t next;
-        while (pthread_create(&next, &detached, worker, l) != 0) {
-            __atomic_fetch_add(&spawn_failures, 1, __ATOMIC_RELAXED);
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL); /* too many threads still exiting: wait */
-        }
+        bench_chain_next(&chains, worker, l); /* hand the slot array over, then exit */
     } else {
         l->end = now_s();
-        sem_post(&finished);
+        bench_chain_end(&chains);
     }
     return NULL;
 }
 
-static const char usage[] =
-    "usage: larson [--threads T] [--slots N] [--ops N] [--gen-ops N] [--min B] [--max B]\n"
-    "  --threads  lineages running at once (default 2)\n"
-    "  --slots    live objects per lineage (default 1000)\n"
-    "  --ops      operations per lineage (default 2M)\n"
-    "  --gen-ops  operations before a thread hands over to a new one (default 20000)\n"
-    "  --min, --max  object sizes, uniform (default 10..1000; min >= 9)\n";
-
 int main(int argc, char **argv)
 {
-    die_prefix = "larson";
-    __typeof__(cfg) o = cfg; /* the table points at a copy: see bench_options */
-    const struct bench_opt opts[] = {
-        {"threads", OPT_INT, &o.threads, NULL, NULL},
-        {"slots", OPT_SIZE, &o.slots, NULL, NULL},
-        {"ops", OPT_COUNT, &o.ops, NULL, NULL},
-        {"gen-ops", OPT_COUNT, &o.gen_ops, NULL, NULL},
-        {"min", OPT_SIZE, &o.min, NULL, NULL},
-        {"max", OPT_SIZE, &o.max, NULL, NULL},
-        {NULL, 0, NULL, NULL, NULL}};
-    bench_options(argc, argv, opts, usage, usage);
-    cfg = o;
+    bench_options("larson", argc, argv, opts, usage, usage);
+    cfg = opt;
     if (optind != argc || cfg.threads < 1 || cfg.threads > 1024 || cfg.slots < 1 || cfg.ops < 1 ||
         cfg.gen_ops < 1 || cfg.min < 9 || cfg.max < cfg.min || cfg.max > (1u << 30))
         bench_usage_error(usage);
     const char *allocator = bench_detect_allocator();
-    sem_init(&finished, 0, 0);
-    pthread_attr_init(&detached);
-    pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
+    bench_chains_init(&chains);
     lines = bench_map((size_t)cfg.threads * sizeof *lines, 1);
     /* Fill the slot arrays (untimed), in the main thread. */
     for (int i = 0; i < cfg.threads; i++) {
@@ -150,15 +135,8 @@ int main(int argc, char **argv)
             new_object(l, &l->slots[k]);
     }
     double t0 = now_s();
-    for (int i = 0; i < cfg.threads; i++) {
-        pthread_t th;
-        int e = pthread_create(&th, &detached, worker, &lines[i]);
-        if (e != 0)
-            die(2, "pthread_create: %s", strerror(e));
-    }
-    for (int i = 0; i < cfg.threads; i++)
-        while (sem_wait(&finished) != 0) {
-        }
+    BENCH_CHAINS_START(&chains, lines, cfg.threads, worker);
+    bench_chains_wait(&chains, cfg.threads);
     double t1 = t0;
     unsigned long threads = 0;
     for (int i = 0; i < cfg.threads; i++) {
@@ -174,16 +152,14 @@ int main(int argc, char **argv)
     }
     double elapsed = t1 - t0;
     uint64_t total = cfg.ops * (uint64_t)cfg.threads;
-    struct bench_checked chk = {0};
-    for (int i = 0; i < cfg.threads; i++)
-        bench_checked_add(&chk, &lines[i].chk);
+    struct bench_checked chk = BENCH_CHECKED_SUM(lines, cfg.threads, chk);
     printf("{\"bench\": \"larson\", \"lineages\": %d, \"slots\": %zu, \"ops_per_lineage\": %" PRIu64 ", "
            "\"gen_ops\": %" PRIu64 ", \"min\": %zu, \"max\": %zu, \"threads_created\": %lu, "
            "\"spawn_retries\": %lu, \"total_ops\": %" PRIu64 ", \"elapsed_s\": %.6f, "
            "\"ops_per_s\": %.1f, \"allocator\": \"%s\", "
            BENCH_CHECKED_FMT "}\n",
            cfg.threads, cfg.slots, cfg.ops, cfg.gen_ops, cfg.min, cfg.max, threads,
-           spawn_failures, total, elapsed, (double)total / elapsed, allocator,
+           chains.retries, total, elapsed, (double)total / elapsed, allocator,
            BENCH_CHECKED_ARGS(chk, ""));
     return 0;
 }

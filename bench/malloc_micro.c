@@ -37,6 +37,20 @@
 
 #include <inttypes.h>
 
+static const char usage[] =
+    "usage: malloc_micro [options]\n"
+    "  --mode reuse|window   reuse: malloc then free at once; window: ring of --live\n"
+    "                        blocks, free the oldest and allocate a new one (default reuse)\n"
+    "  --sizes SPEC          64 | 16-1024 (step 16) | 16-1024:STEP | 16,64,200 (default 64)\n"
+    "  --order shuffle|seq   order of the sizes (default shuffle)\n"
+    "  --live N              live blocks per thread in window mode (default 64)\n"
+    "  --threads N           threads, each with its own blocks (default 1; 1 runs in main)\n"
+    "  --ops N               timed malloc+free pairs per thread; k/M/G suffixes (default 1M)\n"
+    "  --warmup N            untimed pairs per thread before timing, every byte of every\n"
+    "                        block checked (default ops/10, at most 200k)\n"
+    "  --seed N              seed for the size order and the stamps (default 1)\n"
+    "Prints one JSON line; exits 3 if the allocator misbehaves, 2 on bad usage.\n";
+
 #define SEQ_PERIOD 4099u /* prime: the shuffled size sequence repeats after this */
 #define MAX_SIZE (1u << 20)
 #define MAX_SIZES 4096
@@ -82,8 +96,18 @@ static struct worker workers[MAX_THREADS];
 /* No --warmup given (bench_count never returns more than 1e15). */
 #define WARMUP_AUTO UINT64_MAX
 
-static struct config cfg = {.mode = MODE_REUSE, .sizes_spec = "64", .shuffle = 1, .live = 64, .threads = 1,
+/* opt: the command line, over the defaults; cfg: its copy that the
+ * measured code reads (see bench_options). */
+static struct config opt = {.mode = MODE_REUSE, .sizes_spec = "64", .shuffle = 1, .live = 64, .threads = 1,
                             .ops = 1000000, .warmup = WARMUP_AUTO, .seed = 1};
+static struct config cfg;
+
+static const struct bench_opt opts[] = {
+    CHOICE_OPT("mode", &opt.mode, "reuse|window", "reuse or window"), /* MODE_REUSE, MODE_WINDOW */
+    STRING_OPT("sizes", &opt.sizes_spec), CHOICE_OPT("order", &opt.shuffle, "seq|shuffle", "shuffle or seq"),
+    LONG_OPT("live", &opt.live), INT_OPT("threads", &opt.threads), COUNT_OPT("ops", &opt.ops),
+    COUNT_OPT("warmup", &opt.warmup), COUNT_OPT("seed", &opt.seed), OPT_END};
+
 static uint32_t *size_seq; /* the size of each allocation, cycled */
 static unsigned seq_len;
 static pthread_barrier_t start_barrier;
@@ -305,36 +329,10 @@ static void build_size_sequence(const char *spec)
     }
 }
 
-static const char usage[] =
-    "usage: malloc_micro [options]\n"
-    "  --mode reuse|window   reuse: malloc then free at once; window: ring of --live\n"
-    "                        blocks, free the oldest and allocate a new one (default reuse)\n"
-    "  --sizes SPEC          64 | 16-1024 (step 16) | 16-1024:STEP | 16,64,200 (default 64)\n"
-    "  --order shuffle|seq   order of the sizes (default shuffle)\n"
-    "  --live N              live blocks per thread in window mode (default 64)\n"
-    "  --threads N           threads, each with its own blocks (default 1; 1 runs in main)\n"
-    "  --ops N               timed malloc+free pairs per thread; k/M/G suffixes (default 1M)\n"
-    "  --warmup N            untimed pairs per thread before timing, every byte of every\n"
-    "                        block checked (default ops/10, at most 200k)\n"
-    "  --seed N              seed for the size order and the stamps (default 1)\n"
-    "Prints one JSON line; exits 3 if the allocator misbehaves, 2 on bad usage.\n";
-
 int main(int argc, char **argv)
 {
-    die_prefix = "malloc_micro";
-    __typeof__(cfg) o = cfg; /* the table points at a copy: see bench_options */
-    const struct bench_opt opts[] = {
-        {"mode", OPT_CHOICE, &o.mode, "reuse|window", "reuse or window"}, /* MODE_REUSE, MODE_WINDOW */
-        {"sizes", OPT_STRING, &o.sizes_spec, NULL, NULL},
-        {"order", OPT_CHOICE, &o.shuffle, "seq|shuffle", "shuffle or seq"},
-        {"live", OPT_LONG, &o.live, NULL, NULL},
-        {"threads", OPT_INT, &o.threads, NULL, NULL},
-        {"ops", OPT_COUNT, &o.ops, NULL, NULL},
-        {"warmup", OPT_COUNT, &o.warmup, NULL, NULL},
-        {"seed", OPT_COUNT, &o.seed, NULL, NULL},
-        {NULL, 0, NULL, NULL, NULL}};
-    bench_options(argc, argv, opts, usage, usage);
-    cfg = o;
+    bench_options("malloc_micro", argc, argv, opts, usage, usage);
+    cfg = opt;
     if (optind != argc)
         bench_usage_error(usage);
     if (cfg.threads < 1 || cfg.threads > MAX_THREADS)
@@ -359,8 +357,7 @@ int main(int argc, char **argv)
         t1 = now_s();
         worker_drain(&ws[0]);
     } else {
-        if (pthread_barrier_init(&start_barrier, NULL, (unsigned)cfg.threads + 1) != 0)
-            die(3, "pthread_barrier_init failed");
+        bench_barrier_init(&start_barrier, (unsigned)cfg.threads + 1);
         for (int i = 0; i < cfg.threads; i++)
             ws[i].id = i;
         BENCH_START(ws, cfg.threads, th, worker_main, 0);
@@ -374,9 +371,7 @@ int main(int argc, char **argv)
         pthread_barrier_destroy(&start_barrier);
     }
     free(size_seq);
-    struct bench_checked chk = {0};
-    for (int i = 0; i < cfg.threads; i++)
-        bench_checked_add(&chk, &ws[i].chk);
+    struct bench_checked chk = BENCH_CHECKED_SUM(ws, cfg.threads, chk);
 
     double elapsed = t1 - t0;
     uint64_t total = cfg.ops * (uint64_t)cfg.threads;

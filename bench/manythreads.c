@@ -22,6 +22,11 @@
 
 #include <inttypes.h>
 
+static const char usage[] =
+    "usage: manythreads [--threads T] [--live-kib K] [--min B] [--max B] [--repeat N]\n"
+    "                   [--sample-ms MS]\n"
+    "  defaults: 256 threads, 1024 KiB live each, 16..512 B, 4 repeats, a sample every 10 ms\n";
+
 struct worker {
     int id;
     pthread_t th;
@@ -34,13 +39,20 @@ struct worker {
     struct bench_span span;
 } __attribute__((aligned(128)));
 
+/* opt: the command line, over the defaults; cfg: its copy that the
+ * measured code reads (see bench_options). */
 static struct {
     int threads;
-    size_t live;
+    size_t live; /* bytes: --live-kib, live_kib */
     size_t min, max;
     int repeat;
     int sample_ms;
-} cfg = {.threads = 256, .min = 16, .max = 512, .repeat = 4, .sample_ms = 10}; /* .live: --live-kib */
+} opt = {.threads = 256, .min = 16, .max = 512, .repeat = 4, .sample_ms = 10}, cfg;
+static size_t live_kib = 1024;
+
+static const struct bench_opt opts[] = {
+    INT_OPT("threads", &opt.threads), SIZE_OPT("live-kib", &live_kib), SIZE_OPT("min", &opt.min),
+    SIZE_OPT("max", &opt.max), INT_OPT("repeat", &opt.repeat), INT_OPT("sample-ms", &opt.sample_ms), OPT_END};
 
 static struct worker *workers;
 static pthread_barrier_t start_bar;
@@ -84,27 +96,11 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static const char usage[] =
-    "usage: manythreads [--threads T] [--live-kib K] [--min B] [--max B] [--repeat N]\n"
-    "                   [--sample-ms MS]\n"
-    "  defaults: 256 threads, 1024 KiB live each, 16..512 B, 4 repeats, a sample every 10 ms\n";
-
 int main(int argc, char **argv)
 {
-    die_prefix = "manythreads";
-    size_t live_kib = 1024;
-    __typeof__(cfg) o = cfg; /* the table points at a copy: see bench_options */
-    const struct bench_opt opts[] = {
-        {"threads", OPT_INT, &o.threads, NULL, NULL},
-        {"live-kib", OPT_SIZE, &live_kib, NULL, NULL},
-        {"min", OPT_SIZE, &o.min, NULL, NULL},
-        {"max", OPT_SIZE, &o.max, NULL, NULL},
-        {"repeat", OPT_INT, &o.repeat, NULL, NULL},
-        {"sample-ms", OPT_INT, &o.sample_ms, NULL, NULL},
-        {NULL, 0, NULL, NULL, NULL}};
-    bench_options(argc, argv, opts, usage, usage);
-    cfg = o;
-    cfg.live = live_kib * 1024;
+    bench_options("manythreads", argc, argv, opts, usage, usage);
+    opt.live = live_kib * 1024;
+    cfg = opt;
     if (optind != argc || cfg.threads < 1 || cfg.threads > 4096 || cfg.live < 1 || cfg.min < 16 ||
         cfg.max < cfg.min || cfg.repeat < 1 || cfg.sample_ms < 1)
         bench_usage_error(usage);
@@ -124,8 +120,7 @@ int main(int argc, char **argv)
     bench_samples_init(&samples, max_samples, 0);
     long rss_base = bench_rss_kib(), rss_max = 0;
 
-    if (pthread_barrier_init(&start_bar, NULL, (unsigned)cfg.threads + 1) != 0)
-        die(2, "pthread_barrier_init failed");
+    bench_barrier_init(&start_bar, (unsigned)cfg.threads + 1);
     BENCH_START(workers, cfg.threads, th, worker_main, 256 * 1024);
     long rss_started = bench_rss_kib();
     pthread_barrier_wait(&start_bar);
@@ -142,11 +137,9 @@ int main(int argc, char **argv)
     BENCH_JOIN(workers, cfg.threads, th);
     struct bench_span all = BENCH_SPAN(workers, cfg.threads, span);
     uint64_t pairs = 0;
-    struct bench_checked chk = {0};
-    for (int i = 0; i < cfg.threads; i++) {
+    for (int i = 0; i < cfg.threads; i++)
         pairs += workers[i].pairs;
-        bench_checked_add(&chk, &workers[i].chk);
-    }
+    struct bench_checked chk = BENCH_CHECKED_SUM(workers, cfg.threads, chk);
     long rss_exit = bench_rss_kib();
     double elapsed = all.end - all.start;
     printf("{\"bench\": \"manythreads\", \"threads\": %d, \"live_kib\": %zu, \"min\": %zu, \"max\": %zu, "

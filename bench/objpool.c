@@ -48,6 +48,19 @@
 
 #include <inttypes.h>
 
+static const char usage[] =
+    "usage: objpool [--mode shuffle|rss] [--api malloc|pool] [--threads T] [--objects N]\n"
+    "               [--size B | --sizes MIN-MAX] [--rounds N] [--seed N]\n"
+    "  --mode      shuffle: time allocate + free (default); rss: VmRSS at each step\n"
+    "  --api       malloc: malloc/free (default); pool: fastalloc's fa_pool\n"
+    "  --threads   worker threads (default 1)\n"
+    "  --objects   objects per thread per round (default 100000)\n"
+    "  --size      bytes per object, a multiple of 8, >= 16 (default 64)\n"
+    "  --sizes     mixed sizes instead: multiples of 8 drawn uniformly in MIN..MAX\n"
+    "              (multiples of 8, 16 <= MIN <= MAX <= 1M), per object and round;\n"
+    "              shuffle mode and malloc only\n"
+    "  --rounds    rounds, shuffle mode (default 50)\n";
+
 /* fastalloc's pool API, found with dlsym (the program does not link it). */
 static __typeof__(fa_pool_create) *pool_create;
 static __typeof__(fa_pool_get) *pool_get;
@@ -56,6 +69,8 @@ static __typeof__(fa_pool_trim) *pool_trim;
 
 enum { MODE_SHUFFLE, MODE_RSS };
 
+/* opt: the command line, over the defaults; cfg: its copy that the
+ * measured code reads (see bench_options). */
 static struct {
     int mode;
     int use_pool;
@@ -66,7 +81,13 @@ static struct {
     const char *sizes;
     uint64_t rounds;
     uint64_t seed;
-} cfg = {.mode = MODE_SHUFFLE, .threads = 1, .objects = 100000, .size = 64, .rounds = 50, .seed = 1};
+} opt = {.mode = MODE_SHUFFLE, .threads = 1, .objects = 100000, .size = 64, .rounds = 50, .seed = 1}, cfg;
+
+static const struct bench_opt opts[] = {
+    CHOICE_OPT("mode", &opt.mode, "shuffle|rss", NULL), /* MODE_SHUFFLE, MODE_RSS */
+    CHOICE_OPT("api", &opt.use_pool, "malloc|pool", NULL), INT_OPT("threads", &opt.threads),
+    SIZE_OPT("objects", &opt.objects), SIZE_OPT("size", &opt.size), STRING_OPT("sizes", &opt.sizes),
+    COUNT_OPT("rounds", &opt.rounds), COUNT_OPT("seed", &opt.seed), OPT_END};
 
 static fa_pool *pool;
 static pthread_barrier_t bar;      /* workers only (shuffle) or workers + main (rss) */
@@ -226,25 +247,19 @@ static void timed_phase(struct worker *w, uint64_t round, void (*phase)(struct w
         account_phase(which);
 }
 
+/* shuffle mode.  With mixed sizes (--sizes), they are drawn anew before
+ * each allocate phase, untimed. */
 static void *shuffle_main(void *arg)
 {
     struct worker *w = arg;
+    const int mixed = cfg.sizes != NULL;
     for (uint64_t r = 0; r < cfg.rounds; r++) {
-        timed_phase(w, r, phase_alloc, 0);
-        phase_check_fill(w, r);
-        shuffle(w);
-        timed_phase(w, r, phase_free, 1);
-    }
-    return NULL;
-}
-
-/* shuffle_main with mixed sizes, drawn before each allocate phase. */
-static void *shuffle_mixed_main(void *arg)
-{
-    struct worker *w = arg;
-    for (uint64_t r = 0; r < cfg.rounds; r++) {
-        draw_sizes(w);
-        timed_phase(w, r, phase_alloc_mixed, 0);
+        if (mixed) {
+            draw_sizes(w);
+            timed_phase(w, r, phase_alloc_mixed, 0);
+        } else {
+            timed_phase(w, r, phase_alloc, 0);
+        }
         phase_check_fill(w, r);
         shuffle(w);
         timed_phase(w, r, phase_free, 1);
@@ -272,35 +287,10 @@ static void *rss_main(void *arg)
     return NULL;
 }
 
-static const char usage[] =
-    "usage: objpool [--mode shuffle|rss] [--api malloc|pool] [--threads T] [--objects N]\n"
-    "               [--size B | --sizes MIN-MAX] [--rounds N] [--seed N]\n"
-    "  --mode      shuffle: time allocate + free (default); rss: VmRSS at each step\n"
-    "  --api       malloc: malloc/free (default); pool: fastalloc's fa_pool\n"
-    "  --threads   worker threads (default 1)\n"
-    "  --objects   objects per thread per round (default 100000)\n"
-    "  --size      bytes per object, a multiple of 8, >= 16 (default 64)\n"
-    "  --sizes     mixed sizes instead: multiples of 8 drawn uniformly in MIN..MAX\n"
-    "              (multiples of 8, 16 <= MIN <= MAX <= 1M), per object and round;\n"
-    "              shuffle mode and malloc only\n"
-    "  --rounds    rounds, shuffle mode (default 50)\n";
-
 int main(int argc, char **argv)
 {
-    die_prefix = "objpool";
-    __typeof__(cfg) o = cfg; /* the table points at a copy: see bench_options */
-    const struct bench_opt opts[] = {
-        {"mode", OPT_CHOICE, &o.mode, "shuffle|rss", NULL}, /* MODE_SHUFFLE, MODE_RSS */
-        {"api", OPT_CHOICE, &o.use_pool, "malloc|pool", NULL},
-        {"threads", OPT_INT, &o.threads, NULL, NULL},
-        {"objects", OPT_SIZE, &o.objects, NULL, NULL},
-        {"size", OPT_SIZE, &o.size, NULL, NULL},
-        {"sizes", OPT_STRING, &o.sizes, NULL, NULL},
-        {"rounds", OPT_COUNT, &o.rounds, NULL, NULL},
-        {"seed", OPT_COUNT, &o.seed, NULL, NULL},
-        {NULL, 0, NULL, NULL, NULL}};
-    bench_options(argc, argv, opts, usage, usage);
-    cfg = o;
+    bench_options("objpool", argc, argv, opts, usage, usage);
+    cfg = opt;
     if (cfg.sizes != NULL) {
         char dash = 0, extra = 0;
         if (sscanf(cfg.sizes, "%zu%c%zu%c", &cfg.min_size, &dash, &cfg.max_size, &extra) != 3 || dash != '-' ||
@@ -336,13 +326,11 @@ int main(int argc, char **argv)
         w->tag_base = mix64(cfg.seed ^ ((uint64_t)(i + 1) << 40));
     }
     int parties = cfg.threads + (cfg.mode == MODE_RSS ? 1 : 0);
-    if (pthread_barrier_init(&bar, NULL, (unsigned)parties) != 0)
-        die(2, "pthread_barrier_init failed");
+    bench_barrier_init(&bar, (unsigned)parties);
 
     double t0 = now_s();
     long base = 0, live[2] = {0}, freed[2] = {0}, after_exit = 0, after_trim = -1;
-    BENCH_START(workers, cfg.threads, th,
-                cfg.mode == MODE_RSS ? rss_main : cfg.sizes != NULL ? shuffle_mixed_main : shuffle_main, 0);
+    BENCH_START(workers, cfg.threads, th, cfg.mode == MODE_RSS ? rss_main : shuffle_main, 0);
     if (cfg.mode == MODE_RSS) {
         base = bench_rss_kib();
         pthread_barrier_wait(&bar);
@@ -358,9 +346,7 @@ int main(int argc, char **argv)
     BENCH_JOIN(workers, cfg.threads, th);
     double total = now_s() - t0;
     pthread_barrier_destroy(&bar);
-    struct bench_checked chk = {0};
-    for (int i = 0; i < cfg.threads; i++)
-        bench_checked_add(&chk, &workers[i].chk);
+    struct bench_checked chk = BENCH_CHECKED_SUM(workers, cfg.threads, chk);
 
     if (cfg.mode == MODE_SHUFFLE) {
         double pairs = (double)cfg.threads * (double)cfg.objects * (double)cfg.rounds;

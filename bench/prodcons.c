@@ -25,6 +25,13 @@
 #include <inttypes.h>
 #include <sched.h>
 
+static const char usage[] =
+    "usage: prodcons [--pairs P] [--ops N] [--min B] [--max B] [--ring N]\n"
+    "  --pairs  producer/consumer pairs (default 1)\n"
+    "  --ops    objects per producer (default 1M)\n"
+    "  --min, --max  object sizes, uniform (default 16..512; min >= 16)\n"
+    "  --ring   slots per ring, a power of two (default 256)\n";
+
 struct ring {
     _Alignas(128) unsigned long head; /* written by the producer */
     _Alignas(128) unsigned long tail; /* written by the consumer */
@@ -37,12 +44,18 @@ struct ring {
     struct bench_span span;   /* first object made .. last one freed */
 };
 
+/* opt: the command line, over the defaults; cfg: its copy that the
+ * measured code reads (see bench_options). */
 static struct {
     int pairs;
     uint64_t ops;
     size_t min, max;
     size_t ring;
-} cfg = {.pairs = 1, .ops = 1000000, .min = 16, .max = 512, .ring = 256};
+} opt = {.pairs = 1, .ops = 1000000, .min = 16, .max = 512, .ring = 256}, cfg;
+
+static const struct bench_opt opts[] = {INT_OPT("pairs", &opt.pairs), COUNT_OPT("ops", &opt.ops),
+                                        SIZE_OPT("min", &opt.min), SIZE_OPT("max", &opt.max),
+                                        SIZE_OPT("ring", &opt.ring), OPT_END};
 
 static struct ring *rings;
 static pthread_barrier_t start_bar;
@@ -108,33 +121,16 @@ static void *consumer(void *arg)
     return NULL;
 }
 
-static const char usage[] =
-    "usage: prodcons [--pairs P] [--ops N] [--min B] [--max B] [--ring N]\n"
-    "  --pairs  producer/consumer pairs (default 1)\n"
-    "  --ops    objects per producer (default 1M)\n"
-    "  --min, --max  object sizes, uniform (default 16..512; min >= 16)\n"
-    "  --ring   slots per ring, a power of two (default 256)\n";
-
 int main(int argc, char **argv)
 {
-    die_prefix = "prodcons";
-    __typeof__(cfg) o = cfg; /* the table points at a copy: see bench_options */
-    const struct bench_opt opts[] = {
-        {"pairs", OPT_INT, &o.pairs, NULL, NULL},
-        {"ops", OPT_COUNT, &o.ops, NULL, NULL},
-        {"min", OPT_SIZE, &o.min, NULL, NULL},
-        {"max", OPT_SIZE, &o.max, NULL, NULL},
-        {"ring", OPT_SIZE, &o.ring, NULL, NULL},
-        {NULL, 0, NULL, NULL, NULL}};
-    bench_options(argc, argv, opts, usage, usage);
-    cfg = o;
+    bench_options("prodcons", argc, argv, opts, usage, usage);
+    cfg = opt;
     if (optind != argc || cfg.pairs < 1 || cfg.pairs > 512 || cfg.ops < 1 || cfg.min < 16 ||
         cfg.max < cfg.min || cfg.ring < 2 || (cfg.ring & (cfg.ring - 1)) != 0)
         bench_usage_error(usage);
     const char *allocator = bench_detect_allocator();
     rings = bench_map((size_t)cfg.pairs * sizeof *rings, 1);
-    if (pthread_barrier_init(&start_bar, NULL, (unsigned)(2 * cfg.pairs + 1)) != 0)
-        die(2, "pthread_barrier_init failed");
+    bench_barrier_init(&start_bar, (unsigned)(2 * cfg.pairs + 1));
     for (int i = 0; i < cfg.pairs; i++) {
         struct ring *r = &rings[i];
         r->id = i;
@@ -151,9 +147,7 @@ int main(int argc, char **argv)
     struct bench_span all = BENCH_SPAN(rings, cfg.pairs, span);
     double elapsed = all.end - all.start;
     uint64_t total = cfg.ops * (uint64_t)cfg.pairs;
-    struct bench_checked chk = {0};
-    for (int i = 0; i < cfg.pairs; i++)
-        bench_checked_add(&chk, &rings[i].chk);
+    struct bench_checked chk = BENCH_CHECKED_SUM(rings, cfg.pairs, chk);
     printf("{\"bench\": \"prodcons\", \"pairs\": %d, \"ops_per_producer\": %" PRIu64 ", "
            "\"min\": %zu, \"max\": %zu, \"ring\": %zu, \"total_ops\": %" PRIu64 ", "
            "\"elapsed_s\": %.6f, \"ops_per_s\": %.1f, \"allocator\": \"%s\", "

@@ -45,6 +45,14 @@
 
 #include <inttypes.h>
 
+static const char usage[] =
+    "usage: reallocgrow [--threads T] [--objects N] [--rounds R] [--max-kib K] [--seed S]\n"
+    "  --threads  worker threads (default 1)\n"
+    "  --objects  objects grown at once per thread, each round (default 2000)\n"
+    "  --rounds   rounds: N objects grown, checked, freed (default 10)\n"
+    "  --max-kib  longest object, KiB (default 512; 1..65536)\n"
+    "  --seed     seed of the objects' lengths, kinds and contents (default 1)\n";
+
 #define WORD_STEP 0x9e3779b97f4a7c16ull
 
 struct object {
@@ -67,13 +75,19 @@ struct worker {
     struct bench_span span;
 } __attribute__((aligned(128)));
 
+/* opt: the command line, over the defaults; cfg: its copy that the
+ * measured code reads (see bench_options). */
 static struct {
     int threads;
     size_t objects;
     uint64_t rounds;
     size_t max_kib;
     uint64_t seed;
-} cfg = {.threads = 1, .objects = 2000, .rounds = 10, .max_kib = 512, .seed = 1};
+} opt = {.threads = 1, .objects = 2000, .rounds = 10, .max_kib = 512, .seed = 1}, cfg;
+
+static const struct bench_opt opts[] = {
+    INT_OPT("threads", &opt.threads), SIZE_OPT("objects", &opt.objects), COUNT_OPT("rounds", &opt.rounds),
+    SIZE_OPT("max-kib", &opt.max_kib), COUNT_OPT("seed", &opt.seed), OPT_END};
 
 static struct worker *workers;
 static pthread_barrier_t start_bar;
@@ -221,27 +235,10 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static const char usage[] =
-    "usage: reallocgrow [--threads T] [--objects N] [--rounds R] [--max-kib K] [--seed S]\n"
-    "  --threads  worker threads (default 1)\n"
-    "  --objects  objects grown at once per thread, each round (default 2000)\n"
-    "  --rounds   rounds: N objects grown, checked, freed (default 10)\n"
-    "  --max-kib  longest object, KiB (default 512; 1..65536)\n"
-    "  --seed     seed of the objects' lengths, kinds and contents (default 1)\n";
-
 int main(int argc, char **argv)
 {
-    die_prefix = "reallocgrow";
-    __typeof__(cfg) o = cfg; /* the table points at a copy: see bench_options */
-    const struct bench_opt opts[] = {
-        {"threads", OPT_INT, &o.threads, NULL, NULL},
-        {"objects", OPT_SIZE, &o.objects, NULL, NULL},
-        {"rounds", OPT_COUNT, &o.rounds, NULL, NULL},
-        {"max-kib", OPT_SIZE, &o.max_kib, NULL, NULL},
-        {"seed", OPT_COUNT, &o.seed, NULL, NULL},
-        {NULL, 0, NULL, NULL, NULL}};
-    bench_options(argc, argv, opts, usage, usage);
-    cfg = o;
+    bench_options("reallocgrow", argc, argv, opts, usage, usage);
+    cfg = opt;
     if (optind != argc || cfg.threads < 1 || cfg.threads > 1024 || cfg.objects < 1 ||
         cfg.objects > ((size_t)1 << 31) || cfg.rounds < 1 || cfg.max_kib < 1 || cfg.max_kib > 65536)
         bench_usage_error(usage);
@@ -255,8 +252,7 @@ int main(int argc, char **argv)
         w->open = bench_map(cfg.objects * sizeof *w->open, 1);
         w->rng = mix64(cfg.seed * 1000003u + (uint64_t)i + 0x57e9);
     }
-    if (pthread_barrier_init(&start_bar, NULL, (unsigned)cfg.threads) != 0)
-        die(2, "pthread_barrier_init failed");
+    bench_barrier_init(&start_bar, (unsigned)cfg.threads);
     BENCH_START(workers, cfg.threads, th, worker_main, 0);
     BENCH_JOIN(workers, cfg.threads, th);
     pthread_barrier_destroy(&start_bar);

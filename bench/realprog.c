@@ -51,16 +51,31 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+static const char usage[] =
+    "usage: realprog --program python|sqlite|gcc --n N [--exe PATH] [--script PATH]\n"
+    "  --program  python: run --script (bench/programs/dicts.py) with N records;\n"
+    "             sqlite: N rows inserted into an in-memory database, indexed, queried;\n"
+    "             gcc: compile and link at -O2 a C file of N functions\n"
+    "  --n        the size of the work (at least 1; python at least 16, sqlite 97)\n"
+    "  --exe      the program to run (default python3, sqlite3, gcc)\n"
+    "  --script   the python script (python only)\n";
+
 enum { PROG_PYTHON, PROG_SQLITE, PROG_GCC };
 static const char *const prog_names[] = {"python", "sqlite", "gcc"};
 static const char *const default_exe[] = {"python3", "sqlite3", "gcc"};
 
+/* opt: the command line, over the defaults; cfg: its copy that the
+ * measured code reads (see bench_options). */
 static struct {
     int program;
     const char *exe;
     const char *script;
     uint64_t n;
-} cfg = {.program = PROG_PYTHON};
+} opt = {.program = PROG_PYTHON}, cfg;
+
+static const struct bench_opt opts[] = {
+    CHOICE_OPT("program", &opt.program, "python|sqlite|gcc", NULL), /* PROG_* */
+    STRING_OPT("exe", &opt.exe), STRING_OPT("script", &opt.script), COUNT_OPT("n", &opt.n), OPT_END};
 
 static char dir[4096]; /* the temporary folder; "" once removed */
 
@@ -516,27 +531,10 @@ static void check_loader_logs(struct loaded *l, const char *preload, struct text
         CHECK_FAIL("gcc's run has no cc1 among its processes (%s)", l->names);
 }
 
-static const char usage[] =
-    "usage: realprog --program python|sqlite|gcc --n N [--exe PATH] [--script PATH]\n"
-    "  --program  python: run --script (bench/programs/dicts.py) with N records;\n"
-    "             sqlite: N rows inserted into an in-memory database, indexed, queried;\n"
-    "             gcc: compile and link at -O2 a C file of N functions\n"
-    "  --n        the size of the work (at least 1; python at least 16, sqlite 97)\n"
-    "  --exe      the program to run (default python3, sqlite3, gcc)\n"
-    "  --script   the python script (python only)\n";
-
 int main(int argc, char **argv)
 {
-    die_prefix = "realprog";
-    __typeof__(cfg) o = cfg; /* the table points at a copy: see bench_options */
-    const struct bench_opt opts[] = {
-        {"program", OPT_CHOICE, &o.program, "python|sqlite|gcc", NULL}, /* PROG_* */
-        {"exe", OPT_STRING, &o.exe, NULL, NULL},
-        {"script", OPT_STRING, &o.script, NULL, NULL},
-        {"n", OPT_COUNT, &o.n, NULL, NULL},
-        {NULL, 0, NULL, NULL, NULL}};
-    bench_options(argc, argv, opts, usage, usage);
-    cfg = o;
+    bench_options("realprog", argc, argv, opts, usage, usage);
+    cfg = opt;
     const uint64_t least[] = {16, 97, 1};
     if (optind != argc || cfg.n < least[cfg.program] || cfg.n > 100000000 ||
         (cfg.program == PROG_PYTHON) != (cfg.script != NULL))

@@ -26,6 +26,11 @@
 
 #include <inttypes.h>
 
+static const char usage[] =
+    "usage: rsspeak [--threads T] [--peak-mib M] [--min B] [--max B] [--idle-s S]\n"
+    "               [--interval-ms MS]\n"
+    "  defaults: 4 threads, 1024 MiB, 16..1024 B, 5 s idle, a sample every 100 ms\n";
+
 struct worker {
     int id;
     pthread_t th;
@@ -37,13 +42,20 @@ struct worker {
     struct bench_checked chk;
 } __attribute__((aligned(128)));
 
+/* opt: the command line, over the defaults; cfg: its copy that the
+ * measured code reads (see bench_options). */
 static struct {
     int threads;
     double peak_mib;
     size_t min, max;
     double idle_s;
     int interval_ms;
-} cfg = {.threads = 4, .peak_mib = 1024, .min = 16, .max = 1024, .idle_s = 5, .interval_ms = 100};
+} opt = {.threads = 4, .peak_mib = 1024, .min = 16, .max = 1024, .idle_s = 5, .interval_ms = 100}, cfg;
+
+static const struct bench_opt opts[] = {
+    INT_OPT("threads", &opt.threads), DOUBLE_OPT("peak-mib", &opt.peak_mib), SIZE_OPT("min", &opt.min),
+    SIZE_OPT("max", &opt.max), DOUBLE_OPT("idle-s", &opt.idle_s), INT_OPT("interval-ms", &opt.interval_ms),
+    OPT_END};
 
 static struct worker *workers;
 static pthread_barrier_t bar; /* workers + main */
@@ -81,25 +93,10 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static const char usage[] =
-    "usage: rsspeak [--threads T] [--peak-mib M] [--min B] [--max B] [--idle-s S]\n"
-    "               [--interval-ms MS]\n"
-    "  defaults: 4 threads, 1024 MiB, 16..1024 B, 5 s idle, a sample every 100 ms\n";
-
 int main(int argc, char **argv)
 {
-    die_prefix = "rsspeak";
-    __typeof__(cfg) o = cfg; /* the table points at a copy: see bench_options */
-    const struct bench_opt opts[] = {
-        {"threads", OPT_INT, &o.threads, NULL, NULL},
-        {"peak-mib", OPT_DOUBLE, &o.peak_mib, NULL, NULL},
-        {"min", OPT_SIZE, &o.min, NULL, NULL},
-        {"max", OPT_SIZE, &o.max, NULL, NULL},
-        {"idle-s", OPT_DOUBLE, &o.idle_s, NULL, NULL},
-        {"interval-ms", OPT_INT, &o.interval_ms, NULL, NULL},
-        {NULL, 0, NULL, NULL, NULL}};
-    bench_options(argc, argv, opts, usage, usage);
-    cfg = o;
+    bench_options("rsspeak", argc, argv, opts, usage, usage);
+    cfg = opt;
     if (optind != argc || cfg.threads < 1 || cfg.threads > 256 || !(cfg.peak_mib > 0) ||
         cfg.min < 16 || cfg.max < cfg.min || cfg.max > 65535 || !(cfg.idle_s >= 1) ||
         cfg.interval_ms < 1)
@@ -124,8 +121,7 @@ int main(int argc, char **argv)
     struct bench_samples samples;
     bench_samples_init(&samples, max_samples, 1);
 
-    if (pthread_barrier_init(&bar, NULL, (unsigned)cfg.threads + 1) != 0)
-        die(2, "pthread_barrier_init failed");
+    bench_barrier_init(&bar, (unsigned)cfg.threads + 1);
     long rss_base = bench_rss_kib();
     BENCH_START(workers, cfg.threads, th, worker_main, 0);
     pthread_barrier_wait(&bar);
@@ -167,9 +163,7 @@ int main(int argc, char **argv)
         }
     }
     pthread_barrier_destroy(&bar);
-    struct bench_checked chk = {0};
-    for (int i = 0; i < cfg.threads; i++)
-        bench_checked_add(&chk, &workers[i].chk);
+    struct bench_checked chk = BENCH_CHECKED_SUM(workers, cfg.threads, chk);
 
     /* RSS at 1 s and at idle_s after the last free: the samples nearest to
      * those moments (on the grid that starts at the last free). */

@@ -45,27 +45,25 @@ static const char usage[] =
     "  --zero HOW    memset: malloc then memset (default); calloc\n"
     "  --free HOW    plain: free (default); sized: fa_free_sized (fastalloc only)\n";
 
+/* opt: the command line, over the defaults; main copies it to the
+ * variables the timed loop reads (see bench_options). */
+static struct {
+    size_t buffers, size;
+    uint64_t rounds;
+    int calloc, sized;
+} opt = {.buffers = 10000, .size = 1024, .rounds = 1000};
+
+static const struct bench_opt opts[] = {SIZE_OPT("buffers", &opt.buffers), SIZE_OPT("size", &opt.size),
+                                        COUNT_OPT("rounds", &opt.rounds),
+                                        CHOICE_OPT("zero", &opt.calloc, "memset|calloc", NULL),
+                                        CHOICE_OPT("free", &opt.sized, "plain|sized", NULL), OPT_END};
+
 int main(int argc, char **argv)
 {
-    die_prefix = "strings";
-    /* Parsed into o (the table points at it: see bench_options), then
-     * copied to the variables the timed loop reads. */
-    struct {
-        size_t buffers, size;
-        uint64_t rounds;
-        int calloc, sized;
-    } o = {.buffers = 10000, .size = 1024, .rounds = 1000};
-    const struct bench_opt opts[] = {
-        {"buffers", OPT_SIZE, &o.buffers, NULL, NULL},
-        {"size", OPT_SIZE, &o.size, NULL, NULL},
-        {"rounds", OPT_COUNT, &o.rounds, NULL, NULL},
-        {"zero", OPT_CHOICE, &o.calloc, "memset|calloc", NULL},
-        {"free", OPT_CHOICE, &o.sized, "plain|sized", NULL},
-        {NULL, 0, NULL, NULL, NULL}};
-    bench_options(argc, argv, opts, usage, usage);
-    const size_t nbuf = o.buffers, size = o.size;
-    const uint64_t rounds = o.rounds;
-    const int use_calloc = o.calloc, sized = o.sized;
+    bench_options("strings", argc, argv, opts, usage, usage);
+    const size_t nbuf = opt.buffers, size = opt.size;
+    const uint64_t rounds = opt.rounds;
+    const int use_calloc = opt.calloc, sized = opt.sized;
     if (optind != argc || nbuf < 1 || size < 24 || size > (1u << 24) || rounds < 1)
         bench_usage_error(usage);
     __typeof__(fa_free_sized) *free_sized = NULL; /* found with dlsym: not linked */

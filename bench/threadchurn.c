@@ -33,7 +33,16 @@
 #include "bench_common.h"
 
 #include <inttypes.h>
-#include <semaphore.h>
+
+static const char usage[] =
+    "usage: threadchurn [--threads L] [--gens G] [--blocks K] [--min B] [--max B] [--large B]\n"
+    "                   [--large-every N]\n"
+    "  --threads      lineages running at once (default 2)\n"
+    "  --gens         threads per lineage, one after the other (default 500)\n"
+    "  --blocks       blocks each thread allocates; it hands K/2 to the next (default 256, even)\n"
+    "  --min, --max   sizes of the small blocks, log-uniform (default 16..65536; min >= 16)\n"
+    "  --large        size of the large blocks: large .. large + large/16 (default 270000)\n"
+    "  --large-every  1 block in N is large (default 32)\n";
 
 struct blk {
     unsigned char *p;
@@ -55,20 +64,27 @@ struct lineage {
     double end;
 } __attribute__((aligned(128)));
 
+/* opt: the command line, over the defaults; cfg: its copy that the
+ * measured code reads (see bench_options).  gens and large_every are
+ * read as ints (gens_arg, every_arg), so that main refuses a value below 1
+ * before it becomes unsigned. */
 static struct {
     int threads;
     unsigned gens;
     size_t blocks;
     size_t min, max, large;
     unsigned large_every;
-} cfg = {.threads = 2, .gens = 500, .blocks = 256, .min = 16, .max = 65536, .large = 270000,
-         .large_every = 32};
+} opt = {.threads = 2, .blocks = 256, .min = 16, .max = 65536, .large = 270000}, cfg;
+static int gens_arg = 500, every_arg = 32;
+
+static const struct bench_opt opts[] = {
+    INT_OPT("threads", &opt.threads), INT_OPT("gens", &gens_arg), SIZE_OPT("blocks", &opt.blocks),
+    SIZE_OPT("min", &opt.min), SIZE_OPT("max", &opt.max), SIZE_OPT("large", &opt.large),
+    INT_OPT("large-every", &every_arg), OPT_END};
 
 static unsigned size_classes; /* power-of-two ranges between min and max */
 static struct lineage *lines;
-static sem_t finished;
-static pthread_attr_t detached;
-static unsigned long spawn_retries;
+static struct bench_chains chains;
 
 static size_t pick_size(uint64_t *rng)
 {
@@ -114,57 +130,28 @@ static void *worker(void *arg)
     if (l->gens < cfg.gens) {
         /* Start the successor, then exit.  Everything above happens before
          * it runs (pthread_create orders it), so it may read l. */
-        pthread_t next;
-        while (pthread_create(&next, &detached, worker, l) != 0) {
-            __atomic_fetch_add(&spawn_retries, 1, __ATOMIC_RELAXED);
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL); /* too many threads still exiting: wait */
-        }
+        bench_chain_next(&chains, worker, l);
     } else {
         l->end = now_s();
-        sem_post(&finished);
+        bench_chain_end(&chains);
     }
     return NULL;
 }
 
-static const char usage[] =
-    "usage: threadchurn [--threads L] [--gens G] [--blocks K] [--min B] [--max B] [--large B]\n"
-    "                   [--large-every N]\n"
-    "  --threads      lineages running at once (default 2)\n"
-    "  --gens         threads per lineage, one after the other (default 500)\n"
-    "  --blocks       blocks each thread allocates; it hands K/2 to the next (default 256, even)\n"
-    "  --min, --max   sizes of the small blocks, log-uniform (default 16..65536; min >= 16)\n"
-    "  --large        size of the large blocks: large .. large + large/16 (default 270000)\n"
-    "  --large-every  1 block in N is large (default 32)\n";
-
 int main(int argc, char **argv)
 {
-    die_prefix = "threadchurn";
-    __typeof__(cfg) o = cfg; /* the table points at a copy: see bench_options */
-    int gens = (int)cfg.gens, every = (int)cfg.large_every;
-    const struct bench_opt opts[] = {
-        {"threads", OPT_INT, &o.threads, NULL, NULL},
-        {"gens", OPT_INT, &gens, NULL, NULL},
-        {"blocks", OPT_SIZE, &o.blocks, NULL, NULL},
-        {"min", OPT_SIZE, &o.min, NULL, NULL},
-        {"max", OPT_SIZE, &o.max, NULL, NULL},
-        {"large", OPT_SIZE, &o.large, NULL, NULL},
-        {"large-every", OPT_INT, &every, NULL, NULL},
-        {NULL, 0, NULL, NULL, NULL}};
-    bench_options(argc, argv, opts, usage, usage);
-    if (optind != argc || o.threads < 1 || o.threads > 1024 || gens < 1 || o.blocks < 2 ||
-        o.blocks % 2 != 0 || o.blocks > 1000000 || o.min < 16 || o.max < o.min || o.max > (1u << 30) ||
-        o.large < 16 || o.large > (1u << 30) || every < 1)
+    bench_options("threadchurn", argc, argv, opts, usage, usage);
+    if (optind != argc || opt.threads < 1 || opt.threads > 1024 || gens_arg < 1 || opt.blocks < 2 ||
+        opt.blocks % 2 != 0 || opt.blocks > 1000000 || opt.min < 16 || opt.max < opt.min ||
+        opt.max > (1u << 30) || opt.large < 16 || opt.large > (1u << 30) || every_arg < 1)
         bench_usage_error(usage);
-    o.gens = (unsigned)gens;
-    o.large_every = (unsigned)every;
-    cfg = o;
+    opt.gens = (unsigned)gens_arg;
+    opt.large_every = (unsigned)every_arg;
+    cfg = opt;
     for (size_classes = 1; (cfg.min << size_classes) <= cfg.max; size_classes++) {
     }
     const char *allocator = bench_detect_allocator();
-    sem_init(&finished, 0, 0);
-    pthread_attr_init(&detached);
-    pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
+    bench_chains_init(&chains);
     lines = bench_map((size_t)cfg.threads * sizeof *lines, 1);
     for (int i = 0; i < cfg.threads; i++) {
         struct lineage *l = &lines[i];
@@ -177,15 +164,8 @@ int main(int argc, char **argv)
         l->in = bench_map(l->map_in, 1);
     }
     double t0 = now_s();
-    for (int i = 0; i < cfg.threads; i++) {
-        pthread_t th;
-        int e = pthread_create(&th, &detached, worker, &lines[i]);
-        if (e != 0)
-            die(2, "pthread_create: %s", strerror(e));
-    }
-    for (int i = 0; i < cfg.threads; i++)
-        while (sem_wait(&finished) != 0) {
-        }
+    BENCH_CHAINS_START(&chains, lines, cfg.threads, worker);
+    bench_chains_wait(&chains, cfg.threads);
     double t1 = t0;
     for (int i = 0; i < cfg.threads; i++)
         if (lines[i].end > t1)
@@ -210,7 +190,7 @@ int main(int argc, char **argv)
     printf("{\"bench\": \"threadchurn\", \"lineages\": %d, \"gens\": %u, \"blocks\": %zu, \"min\": %zu, "
            "\"max\": %zu, \"large\": %zu, \"large_every\": %u, \"spawn_retries\": %lu, "
            "\"elapsed_s\": %.6f, \"us_per_gen\": %.2f, \"allocator\": \"%s\", " BENCH_CHECKED_FMT "}\n",
-           cfg.threads, cfg.gens, cfg.blocks, cfg.min, cfg.max, cfg.large, cfg.large_every, spawn_retries,
+           cfg.threads, cfg.gens, cfg.blocks, cfg.min, cfg.max, cfg.large, cfg.large_every, chains.retries,
            elapsed, elapsed * 1e6 / (double)threads * cfg.threads, allocator,
            BENCH_CHECKED_ARGS(chk, extra));
     return 0;

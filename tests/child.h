@@ -1,14 +1,19 @@
-/* Running a program in a child with its output captured: the tests that
- * must see a process die (debug mode's reports), or see what start-up
- * printed (options), or run under valgrind.
+/* Running a function or a program in a child with its output captured: the
+ * tests that must see a process die (debug mode's reports, bad pointers),
+ * or see what start-up printed (options), or run under valgrind.
  *
- *   child_run(&r, setup, arg, argv)   fork; in the child, stdout and stderr
- *                                     go to pipes, setup(arg) runs (to set
- *                                     the environment), then argv is
- *                                     exec'd (found in PATH); the parent
- *                                     collects both outputs and the status
+ *   child_call(&r, fn, arg)           fork; in the child, stdout and stderr
+ *                                     go to pipes, fn(arg) runs, and the
+ *                                     child exits with status 0 if fn
+ *                                     returns; the parent collects both
+ *                                     outputs and the status
+ *   child_run(&r, setup, arg, argv)   the same, with a child that runs
+ *                                     setup(arg) (to set the environment),
+ *                                     then execs argv (found in PATH)
  *
- * An exec that fails ends the child with status 127. */
+ * An exec that fails ends the child with status 127 (child_missing).  The
+ * children leave no core file: many die on purpose, and a test that runs
+ * dozens of them would fill the folder. */
 #ifndef FA_TEST_CHILD_H
 #define FA_TEST_CHILD_H
 
@@ -16,6 +21,8 @@
 
 #include <poll.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,22 +46,24 @@ static inline bool child_read_(int fd, char *buf, size_t cap, size_t *n)
     return true;
 }
 
-__attribute__((unused)) static void child_run(struct child_out *r, void (*setup)(void *), void *arg,
-                                              char *const argv[])
+__attribute__((unused)) static void child_call(struct child_out *r, void (*fn)(void *), void *arg)
 {
     int o[2], e[2];
     CHECK(pipe(o) == 0 && pipe(e) == 0);
+    /* What stdio holds now is the parent's to write, not the child's too. */
+    fflush(stdout);
+    fflush(stderr);
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
         dup2(o[1], 1);
         dup2(e[1], 2);
         close(o[0]);
         close(e[0]);
-        if (setup != NULL)
-            setup(arg);
-        execvp(argv[0], argv);
-        _exit(127);
+        fn(arg);
+        _exit(0);
     }
     close(o[1]);
     close(e[1]);
@@ -77,6 +86,39 @@ __attribute__((unused)) static void child_run(struct child_out *r, void (*setup)
     close(o[0]);
     close(e[0]);
     CHECK(waitpid(pid, &r->status, 0) == pid);
+}
+
+struct child_exec_ {
+    void (*setup)(void *);
+    void *arg;
+    char *const *argv;
+};
+
+static inline void child_exec_(void *p)
+{
+    const struct child_exec_ *x = p;
+    if (x->setup != NULL)
+        x->setup(x->arg);
+    execvp(x->argv[0], x->argv);
+    _exit(127);
+}
+
+__attribute__((unused)) static void child_run(struct child_out *r, void (*setup)(void *), void *arg,
+                                              char *const argv[])
+{
+    struct child_exec_ x = {setup, arg, argv};
+    child_call(r, child_exec_, &x);
+}
+
+/* Whether the child's exec failed (status 127): the program is not
+ * installed.  Says so on stdout, "SKIP: NAME is not installed", for the
+ * caller to skip (exit status 77). */
+__attribute__((unused)) static bool child_missing(const struct child_out *r, const char *name)
+{
+    if (!WIFEXITED(r->status) || WEXITSTATUS(r->status) != 127)
+        return false;
+    printf("SKIP: %s is not installed\n", name);
+    return true;
 }
 
 /* The path of the running program: /proc/self/exe names valgrind itself to

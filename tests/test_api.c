@@ -1,5 +1,6 @@
 /* Edge cases of every public function, through the fa_ names. */
 #include "check.h"
+#include "child.h"
 #include "util.h"
 
 #include <errno.h>
@@ -11,7 +12,6 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -538,27 +538,38 @@ static void test_realloc(void)
     }
 }
 
+/* n 1 MiB blocks that sit next to each other, in blk; false when 16 tries
+ * found none.  Spans are cut from the front of the best-fitting free span,
+ * so this takes a try or two at most; the failed tries go to junk (*nj of
+ * its cap used) and stay allocated until the caller frees them. */
+static bool adjacent_mib_blocks(unsigned char **blk, int n, void **junk, size_t *nj, size_t cap)
+{
+    for (int tries = 0; tries < 16; tries++) {
+        bool adjacent = true;
+        for (int i = 0; i < n; i++) {
+            blk[i] = fa_malloc(MiB);
+            CHECK(blk[i] != NULL);
+            adjacent = adjacent && (i == 0 || blk[i] == blk[i - 1] + MiB);
+        }
+        if (adjacent)
+            return true;
+        CHECK(*nj + (size_t)n <= cap);
+        for (int i = 0; i < n; i++)
+            junk[(*nj)++] = blk[i];
+    }
+    return false;
+}
+
 /* Large blocks are spans of the page heap: a block whose next pages are free
  * grows into them, and one that shrinks gives its tail back. */
 static void test_realloc_in_place(void)
 {
-    /* Find two 1 MiB blocks that sit next to each other.  Spans are cut from
-     * the front of the best-fitting free span, so this takes a try or two at
-     * most; the failed tries stay allocated until the end. */
     void *junk[112];
     size_t nj = 0;
-    unsigned char *a = NULL, *b = NULL;
-    for (int tries = 0; tries < 16; tries++) {
-        a = fa_malloc(MiB);
-        b = fa_malloc(MiB);
-        CHECK(a != NULL && b != NULL);
-        if (b == a + MiB)
-            break;
-        junk[nj++] = a;
-        junk[nj++] = b;
-        a = b = NULL;
-    }
-    CHECKF(a != NULL, "never got two adjacent 1 MiB blocks");
+    unsigned char *blk[3];
+    CHECKF(adjacent_mib_blocks(blk, 2, junk, &nj, sizeof junk / sizeof junk[0]),
+           "never got two adjacent 1 MiB blocks");
+    unsigned char *a = blk[0], *b = blk[1];
     pat_fill(a, MiB, 31);
     pat_fill(b, MiB, 32);
 
@@ -575,17 +586,10 @@ static void test_realloc_in_place(void)
     long long tcb = 0;
     CHECK(fa_option_get("thread_cache_bytes", &tcb) == 0);
     CHECK(fa_option_set("thread_cache_bytes", 0) == 0);
-    a = b = NULL;
-    for (int tries = 0; tries < 16; tries++) {
-        a = fa_malloc(MiB);
-        b = fa_malloc(MiB);
-        if (b == a + MiB)
-            break;
-        junk[nj++] = a;
-        junk[nj++] = b;
-        a = b = NULL;
-    }
-    CHECKF(a != NULL, "never got two adjacent 1 MiB blocks");
+    CHECKF(adjacent_mib_blocks(blk, 2, junk, &nj, sizeof junk / sizeof junk[0]),
+           "never got two adjacent 1 MiB blocks");
+    a = blk[0];
+    b = blk[1];
     pat_fill(a, MiB, 41);
     fa_free(b);
     unsigned char *g = fa_realloc(a, MiB + MiB / 2);
@@ -612,21 +616,11 @@ static void test_realloc_in_place(void)
     /* A free neighbour that is too small is no help: A, B, C adjacent, B
      * freed, A grows past B's pages into C's: A must move, and C is
      * untouched. */
-    unsigned char *c = NULL;
-    a = b = NULL;
-    for (int tries = 0; tries < 16; tries++) {
-        a = fa_malloc(MiB);
-        b = fa_malloc(MiB);
-        c = fa_malloc(MiB);
-        if (b == a + MiB && c == b + MiB)
-            break;
-        CHECK(nj + 3 <= sizeof junk / sizeof junk[0]);
-        junk[nj++] = a;
-        junk[nj++] = b;
-        junk[nj++] = c;
-        a = b = c = NULL;
-    }
-    CHECKF(a != NULL, "never got three adjacent 1 MiB blocks");
+    CHECKF(adjacent_mib_blocks(blk, 3, junk, &nj, sizeof junk / sizeof junk[0]),
+           "never got three adjacent 1 MiB blocks");
+    a = blk[0];
+    b = blk[1];
+    unsigned char *c = blk[2];
     pat_fill(a, MiB, 51);
     pat_fill(c, MiB, 53);
     fa_free(b);
@@ -905,55 +899,24 @@ static void test_owns(void)
 }
 
 /* ------------------------------------------------------------ invalid pointers */
-static void *bad_ptr;
+/* Each runs in a child (child_call), given the bad pointer. */
+static void do_free_bad(void *p) { fa_free(p); }
+static void do_realloc_bad(void *p) { (void)!fa_realloc(p, 100); }
+static void do_usable_bad(void *p) { _exit(fa_malloc_usable_size(p) == 0 ? 0 : 3); }
 
-static void do_free_bad(void) { fa_free(bad_ptr); }
-static void do_realloc_bad(void) { (void)!fa_realloc(bad_ptr, 100); }
-static void do_usable_bad(void) { _exit(fa_malloc_usable_size(bad_ptr) == 0 ? 0 : 3); }
-
-/* Run fn in a child with stderr captured; return its wait status and put
- * what it wrote to stderr in msg. */
-static int in_child(void (*fn)(void), char *msg, size_t cap)
+static void expect_abort(void (*fn)(void *), void *p, const char *what, const char *text)
 {
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        struct rlimit no_core = {0, 0};
-        setrlimit(RLIMIT_CORE, &no_core);
-        dup2(fds[1], 2);
-        close(fds[0]);
-        fn();
-        _exit(0);
-    }
-    close(fds[1]);
-    size_t len = 0;
-    ssize_t n;
-    while (len + 1 < cap && (n = read(fds[0], msg + len, cap - 1 - len)) > 0)
-        len += (size_t)n;
-    msg[len] = '\0';
-    close(fds[0]);
-    int st = 0;
-    CHECK(waitpid(pid, &st, 0) == pid);
-    return st;
-}
-
-static void expect_abort(void (*fn)(void), void *p, const char *what, const char *text)
-{
-    char msg[512];
-    bad_ptr = p;
-    int st = in_child(fn, msg, sizeof msg);
-    CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "%s did not abort (status %#x)", what, st);
-    CHECKF(strstr(msg, text) != NULL, "%s: diagnostic \"%s\" lacks \"%s\"", what, msg, text);
+    struct child_out r;
+    child_call(&r, fn, p);
+    CHECKF(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT, "%s did not abort (status %#x)", what,
+           r.status);
+    CHECKF(strstr(r.err, text) != NULL, "%s: diagnostic \"%s\" lacks \"%s\"", what, r.err, text);
 }
 
 static void test_invalid_pointers(void)
 {
     int local;
-    char msg[512];
+    struct child_out r;
     unsigned char *l = fa_malloc(2 * MiB);
     CHECK(l != NULL);
     memset(l, 1, 2 * MiB);
@@ -966,13 +929,11 @@ static void test_invalid_pointers(void)
     expect_abort(do_realloc_bad, l + 3 * PAGE8K, "realloc(inside a large block)", "inside a block");
 
     /* malloc_usable_size of a pointer that is not a block: 0, and a note. */
-    bad_ptr = &local;
-    int st = in_child(do_usable_bad, msg, sizeof msg);
-    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
-    CHECK(strstr(msg, "malloc_usable_size(): invalid pointer") != NULL);
-    bad_ptr = l + PAGE8K;
-    st = in_child(do_usable_bad, msg, sizeof msg);
-    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+    child_call(&r, do_usable_bad, &local);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "status %#x", r.status);
+    CHECK(strstr(r.err, "malloc_usable_size(): invalid pointer") != NULL);
+    child_call(&r, do_usable_bad, l + PAGE8K);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "status %#x", r.status);
 
     /* A large block freed twice. */
     fa_free(l);

@@ -36,6 +36,16 @@ static uint64_t rng_state = 0x0123456789abcdefull; /* rng_next (common.h) */
 
 /* ---- 1. byte order ---- */
 
+/* An encoding of n bytes at off into buf, which held 0x5a everywhere: the
+ * n bytes are want, and no other byte changed. */
+static void check_encoded(const char *buf, size_t size, int off, const unsigned char *want, int n, const char *what)
+{
+    CHECKF(memcmp(buf + off, want, (size_t)n) == 0, "%s at offset %d: wrong bytes", what, off);
+    for (int i = 0; i < (int)size; i++)
+        if (i < off || i >= off + n)
+            CHECKF(buf[i] == 0x5a, "%s at offset %d wrote byte %d", what, off, i);
+}
+
 static void test_byte_order(void)
 {
     static const unsigned char want64[8] = {0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01};
@@ -44,17 +54,10 @@ static void test_byte_order(void)
         char buf[32];
         memset(buf, 0x5a, sizeof buf);
         fa__encode_fixed64(buf + off, 0x0102030405060708ull);
-        CHECKF(memcmp(buf + off, want64, 8) == 0, "encode_fixed64 at offset %d: wrong bytes", off);
-        for (int i = 0; i < (int)sizeof buf; i++)
-            if (i < off || i >= off + 8)
-                CHECKF(buf[i] == 0x5a, "encode_fixed64 at offset %d wrote byte %d", off, i);
-
+        check_encoded(buf, sizeof buf, off, want64, 8, "encode_fixed64");
         memset(buf, 0x5a, sizeof buf);
         fa__encode_fixed32(buf + off, 0xa1b2c3d4u);
-        CHECKF(memcmp(buf + off, want32, 4) == 0, "encode_fixed32 at offset %d: wrong bytes", off);
-        for (int i = 0; i < (int)sizeof buf; i++)
-            if (i < off || i >= off + 4)
-                CHECKF(buf[i] == 0x5a, "encode_fixed32 at offset %d wrote byte %d", off, i);
+        check_encoded(buf, sizeof buf, off, want32, 4, "encode_fixed32");
 
         /* decoding explicit bytes */
         memcpy(buf + off, "\x88\x77\x66\x55\x44\x33\x22\x11", 8);

@@ -85,11 +85,7 @@ static size_t peak_phase(size_t total)
     size_t before = rss_bytes();
     baseline = before;
     CHECK(pthread_barrier_init(&all_live, NULL, 4) == 0);
-    pthread_t t[4];
-    for (int i = 0; i < 4; i++)
-        CHECK(pthread_create(&t[i], NULL, fill_and_free, NULL) == 0);
-    for (int i = 0; i < 4; i++)
-        pthread_join(t[i], NULL);
+    run_threads(4, fill_and_free, 0, 0);
     /* The peak: the process's highest RSS, which the blocks the threads
      * wrote made. */
     struct rusage ru;
@@ -325,11 +321,7 @@ static int case_inflight(void)
     /* Every free goes to the page heap: no thread keeps large blocks. */
     CHECK(fa_option_set("thread_cache_bytes", 0) == 0);
     enum { T = 4 };
-    pthread_t t[T];
-    for (uintptr_t i = 0; i < T; i++)
-        CHECK(pthread_create(&t[i], NULL, alloc_free_large, (void *)i) == 0);
-    for (int i = 0; i < T; i++)
-        CHECK(pthread_join(t[i], NULL) == 0);
+    run_threads(T, alloc_free_large, 0, 0);
     fa_stats_t st;
     fa_stats(&st);
     printf("%d threads x 20000 large blocks of at most 1 MiB, purged at each free: %zu MiB mapped\n", T,
@@ -986,11 +978,7 @@ static int case_unreplaced(void)
         memset(live[i], 1, BLOCK);
     }
     CHECK(pthread_barrier_init(&unreplaced_bar, NULL, UNREPLACED) == 0);
-    pthread_t t[UNREPLACED];
-    for (int i = 0; i < UNREPLACED; i++)
-        CHECK(pthread_create(&t[i], NULL, free_and_wait, NULL) == 0);
-    for (int i = 0; i < UNREPLACED; i++)
-        CHECK(pthread_join(t[i], NULL) == 0);
+    run_threads(UNREPLACED, free_and_wait, 0, 0);
     fa_stats_t st;
     fa_stats(&st);
     size_t in_use = st.in_spans + st.large;

@@ -113,11 +113,7 @@ static int case_exited(void)
     ex_blocks = calloc(EX_THREADS * ex_per, sizeof *ex_blocks);
     CHECK(ex_blocks != NULL);
     size_t before = spans_in_use();
-    pthread_t t[EX_THREADS];
-    for (uintptr_t i = 0; i < EX_THREADS; i++)
-        CHECK(pthread_create(&t[i], NULL, ex_alloc, (void *)i) == 0);
-    for (int i = 0; i < EX_THREADS; i++)
-        CHECK(pthread_join(t[i], NULL) == 0);
+    run_threads(EX_THREADS, ex_alloc, 0, 0);
     fa_stats_t st;
     fa_stats(&st);
     size_t mapped1 = st.mapped;
@@ -125,10 +121,7 @@ static int case_exited(void)
     for (size_t i = 0; i < EX_THREADS * ex_per; i += 2)
         blk_free(&ex_blocks[i]);
     /* The other half from new threads, which allocate as they go. */
-    for (uintptr_t i = 0; i < EX_THREADS; i++)
-        CHECK(pthread_create(&t[i], NULL, ex_free_and_alloc, (void *)i) == 0);
-    for (int i = 0; i < EX_THREADS; i++)
-        CHECK(pthread_join(t[i], NULL) == 0);
+    run_threads(EX_THREADS, ex_free_and_alloc, 0, 0);
     fa_stats(&st);
     size_t after = spans_in_use();
     printf("%d threads x %zu blocks (%zu MiB) freed after their exit: mapped %zu -> %zu MiB; spans in use "
@@ -190,16 +183,8 @@ static int case_churn(void)
     size_t before = spans_in_use();
     fa_stats_t st0;
     fa_stats(&st0);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 256 << 10);
-    for (size_t w = 0; w < threads; w += CH_WAVE) {
-        pthread_t t[CH_WAVE];
-        for (size_t i = 0; i < CH_WAVE; i++)
-            CHECK(pthread_create(&t[i], &attr, ch_thread, (void *)(uintptr_t)(w + i)) == 0);
-        for (size_t i = 0; i < CH_WAVE; i++)
-            CHECK(pthread_join(t[i], NULL) == 0);
-    }
+    for (size_t w = 0; w < threads; w += CH_WAVE)
+        run_threads(CH_WAVE, ch_thread, w, 256 << 10);
     fa_stats_t st;
     fa_stats(&st);
     size_t mapped_mid = st.mapped;

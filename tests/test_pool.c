@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "child.h"
 #include "fastalloc.h"
 #include "00-base/clock.h"
 #include "util.h"
@@ -301,36 +302,17 @@ static void test_bad_options(void)
 /* A debug pool catches a double put and a foreign pointer: run each in a
  * child and expect an abort with the message that names the fault (an abort
  * for another reason, a failed get say, would not be the check working). */
-static void expect_abort(void (*fn)(void), const char *message)
+static void expect_abort(void (*fn)(void *), const char *message)
 {
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    fflush(stdout);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        fn();
-        _exit(0);
-    }
-    close(fds[1]);
-    char buf[1024];
-    size_t len = 0;
-    ssize_t n;
-    while (len < sizeof buf - 1 && (n = read(fds[0], buf + len, sizeof buf - 1 - len)) > 0)
-        len += (size_t)n;
-    while (len > 0 && buf[len - 1] == '\n')
-        len--;
-    buf[len] = '\0';
-    close(fds[0]);
-    int st;
-    CHECK(waitpid(pid, &st, 0) == pid);
-    CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "status %d", st);
-    CHECKF(strstr(buf, message) != NULL, "stderr \"%s\", not \"%s\"", buf, message);
+    struct child_out r;
+    child_call(&r, fn, NULL);
+    CHECKF(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT, "status %d", r.status);
+    CHECKF(strstr(r.err, message) != NULL, "stderr \"%s\", not \"%s\"", r.err, message);
 }
 
-static void double_put(void)
+static void double_put(void *unused)
 {
+    (void)unused;
     fa_pool_options o = {.object_size = 64, .debug = 1, .name = "dbg"};
     fa_pool *pool = fa_pool_create(&o);
     void *a = fa_pool_get(pool);
@@ -338,8 +320,9 @@ static void double_put(void)
     fa_pool_put(pool, a);
 }
 
-static void foreign_put(void)
+static void foreign_put(void *unused)
 {
+    (void)unused;
     fa_pool_options o = {.object_size = 64, .debug = 1, .name = "dbg"};
     fa_pool *pool = fa_pool_create(&o);
     static char buf[128] __attribute__((aligned(64)));
@@ -348,8 +331,9 @@ static void foreign_put(void)
 }
 
 /* A write to a put object, found when it leaves a quarantine of 64 KiB. */
-static void write_after_put(void)
+static void write_after_put(void *unused)
 {
+    (void)unused;
     CHECK(fa_option_set("debug_quarantine", 64 << 10) == 0);
     fa_pool_options o = {.object_size = 64, .debug = 1, .name = "dbg"};
     fa_pool *pool = fa_pool_create(&o);

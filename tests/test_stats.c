@@ -187,10 +187,8 @@ static int case_print(void)
     struct child_out r;
     child_run(&r, NULL, NULL, argv);
     unlink(path);
-    if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 127) {
-        printf("SKIP: python3 is not installed\n");
+    if (child_missing(&r, "python3"))
         return 77;
-    }
     CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0 && strstr(r.out, "parsed ") != NULL,
            "the JSON did not parse: %s%s", r.out, r.err);
     /* The table: a header and a row for the class in use. */
@@ -245,10 +243,8 @@ static int case_exit(void)
     char *targv[] = {"python3", tool, path, NULL};
     child_run(&r, NULL, NULL, targv);
     unlink(path);
-    if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 127) {
-        printf("SKIP: python3 is not installed\n");
+    if (child_missing(&r, "python3"))
         return 77;
-    }
     CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "fastalloc-stat: %s%s", r.out, r.err);
     CHECKF(strstr(r.out, "    1536        777 ") != NULL, "fastalloc-stat printed:\n%s", r.out);
     return check_done("test_stats exit");
@@ -356,10 +352,8 @@ static int case_pid(void)
         unlink(path);
     }
     rmdir(dir);
-    if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 127) {
-        printf("SKIP: python3 is not installed\n");
+    if (child_missing(&r, "python3"))
         return 77;
-    }
     CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0 && strstr(r.out, "parsed 3") != NULL,
            "the JSON files: %s%s", r.out, r.err);
     return check_done("test_stats pid");

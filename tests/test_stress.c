@@ -200,12 +200,8 @@ int main(void)
      * runtime add 400 to 500 MiB of their own. */
     const size_t max_rss = TEST_TSAN ? 1280 * MiB : 112 * MiB;
     size_t map[2];
-    pthread_t th[NTHREADS];
     for (int round = 0; round < 2; round++) {
-        for (uintptr_t i = 0; i < NTHREADS; i++)
-            CHECK(pthread_create(&th[i], NULL, worker, (void *)(i + (uintptr_t)round * NTHREADS)) == 0);
-        for (int i = 0; i < NTHREADS; i++)
-            CHECK(pthread_join(th[i], NULL) == 0);
+        run_threads(NTHREADS, worker, (uintptr_t)round * NTHREADS, 0);
         /* Blocks left in the table: check and free them from here. */
         uint64_t rng = 99;
         for (size_t s = 0; s < SHARED; s++)

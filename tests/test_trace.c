@@ -88,23 +88,38 @@ static bool size_row(const char *out, size_t size, unsigned long *allocs, unsign
     return false;
 }
 
-static void record(void)
+/* Runs this program in mode (record, forkchild, execparent), traced to
+ * trace_path: it must exit 0 with nothing on stderr; what it printed is in
+ * *r. */
+static void record_as(const char *mode, struct child_out *r)
 {
     snprintf(trace_path, sizeof trace_path, "/tmp/fa_trace_%d", (int)getpid());
-    char *argv[] = {(char *)child_self(), "record", NULL};
+    char *argv[] = {(char *)child_self(), (char *)mode, NULL};
+    child_run(r, trace_env, trace_path, argv);
+    CHECKF(WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0 && r->err[0] == '\0', "%s: status %#x: %s", mode,
+           r->status, r->err);
+}
+
+static void record(void)
+{
     struct child_out r;
-    child_run(&r, trace_env, trace_path, argv);
-    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0 && r.err[0] == '\0', "recording: status %#x: %s",
-           r.status, r.err);
+    record_as("record", &r);
+}
+
+/* Runs `fastalloc-trace cmd path`, which must exit 0; its output in *r. */
+static void trace_tool(struct child_out *r, const char *cmd, const char *path)
+{
+    char *argv[] = {FA_TRACE_TOOL, (char *)cmd, (char *)path, NULL};
+    child_run(r, NULL, NULL, argv);
+    CHECKF(WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0, "%s %s: status %#x: %s", cmd, path, r->status,
+           r->err);
 }
 
 static int case_stat(void)
 {
     record();
-    char *argv[] = {FA_TRACE_TOOL, "stat", trace_path, NULL};
     struct child_out r;
-    child_run(&r, NULL, NULL, argv);
-    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "stat: status %#x: %s", r.status, r.err);
+    trace_tool(&r, "stat", trace_path);
     for (int t = 0; t < T; t++) {
         unsigned long a = 0, f = 0;
         CHECKF(size_row(r.out, size_m(t), &a, &f) && a == NM && f == NM - NR, "%zu B: %lu allocs, %lu frees\n%s",
@@ -182,9 +197,7 @@ static int case_damage(void)
      * thousands of records: every kind of boundary is cut, on a loaded
      * machine too (a cut at every record took over 5 minutes there). */
     struct child_out r;
-    char *argv[] = {FA_TRACE_TOOL, "dump", trace_path, NULL};
-    child_run(&r, NULL, NULL, argv);
-    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "dump: %s", r.err);
+    trace_tool(&r, "dump", trace_path);
     const char *end = good + len, *p = good + 32;
     uint64_t v;
     CHECK((p = fa__decode_varint64(p, end, &v)) != NULL);
@@ -301,9 +314,7 @@ static int case_replay(void)
 {
     record();
     struct child_out st, rp;
-    char *sargv[] = {FA_TRACE_TOOL, "stat", trace_path, NULL};
-    child_run(&st, NULL, NULL, sargv);
-    CHECKF(WIFEXITED(st.status) && WEXITSTATUS(st.status) == 0, "stat: %s", st.err);
+    trace_tool(&st, "stat", trace_path);
     char *rargv[] = {FA_TRACE_TOOL, "replay", trace_path, NULL};
 #ifdef FA_TEST_SANITIZED
     /* The sanitizer owns malloc: the replay runs on it, unrecorded. */
@@ -323,10 +334,8 @@ static int case_replay(void)
                strstr(rp.out, "peak RSS") != NULL,
            "%s", rp.out);
 #ifndef FA_TEST_SANITIZED
-    char *s2argv[] = {FA_TRACE_TOOL, "stat", second, NULL};
     struct child_out st2;
-    child_run(&st2, NULL, NULL, s2argv);
-    CHECKF(WIFEXITED(st2.status) && WEXITSTATUS(st2.status) == 0, "stat of the replay: %s", st2.err);
+    trace_tool(&st2, "stat", second);
     for (int t = 0; t < T; t++) {
         size_t sizes[4] = {size_m(t), size_c(t), size_a(t), size_r(t)};
         for (int k = 0; k < 4; k++) {
@@ -401,27 +410,29 @@ static int child_fork(void)
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
 }
 
-static int case_fork(void)
+/* Runs this program in mode, traced (record_as), a parent that starts a
+ * child and prints "child=PID": returns the pid, and puts the child's own
+ * trace, PATH.PID, in own. */
+static int record_parent(const char *mode, char *own, size_t cap)
 {
-    snprintf(trace_path, sizeof trace_path, "/tmp/fa_trace_%d", (int)getpid());
-    char *argv[] = {(char *)child_self(), "forkchild", NULL};
     struct child_out r;
-    child_run(&r, trace_env, trace_path, argv);
-    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0 && r.err[0] == '\0', "status %#x: %s", r.status,
-           r.err);
+    record_as(mode, &r);
     int pid = 0;
     CHECK(sscanf(strstr(r.out, "child=") ? strstr(r.out, "child=") : "", "child=%d", &pid) == 1 && pid > 0);
+    snprintf(own, cap, "%s.%d", trace_path, pid);
+    return pid;
+}
+
+static int case_fork(void)
+{
     char own[96];
-    snprintf(own, sizeof own, "%s.%d", trace_path, pid);
+    record_parent("forkchild", own, sizeof own);
+    struct child_out r;
     unsigned long a, f;
-    char *pargv[] = {FA_TRACE_TOOL, "stat", trace_path, NULL};
-    child_run(&r, NULL, NULL, pargv);
-    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "%s", r.err);
+    trace_tool(&r, "stat", trace_path);
     CHECKF(size_row(r.out, 12345, &a, &f) && a == 1 && f == 1 && !size_row(r.out, 23456, &a, &f), "parent:\n%s",
            r.out);
-    char *cargv[] = {FA_TRACE_TOOL, "stat", own, NULL};
-    child_run(&r, NULL, NULL, cargv);
-    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "child's trace %s: %s", own, r.err);
+    trace_tool(&r, "stat", own);
     CHECKF(size_row(r.out, 23456, &a, &f) && a == 77 && f == 77 && strstr(r.out, ", 1 of blocks from before") != NULL,
            "child:\n%s", r.out);
     unlink(own);
@@ -462,26 +473,15 @@ static int child_exec_parent(void)
 
 static int case_exec(void)
 {
-    snprintf(trace_path, sizeof trace_path, "/tmp/fa_trace_%d", (int)getpid());
-    char *argv[] = {(char *)child_self(), "execparent", NULL};
-    struct child_out r;
-    child_run(&r, trace_env, trace_path, argv);
-    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0 && r.err[0] == '\0', "status %#x: %s", r.status,
-           r.err);
-    int pid = 0;
-    CHECK(sscanf(strstr(r.out, "child=") ? strstr(r.out, "child=") : "", "child=%d", &pid) == 1 && pid > 0);
     char own[96];
-    snprintf(own, sizeof own, "%s.%d", trace_path, pid);
+    int pid = record_parent("execparent", own, sizeof own);
+    struct child_out r;
     unsigned long a, f;
-    char *pargv[] = {FA_TRACE_TOOL, "stat", trace_path, NULL};
-    child_run(&r, NULL, NULL, pargv);
-    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "parent's trace: %s", r.err);
+    trace_tool(&r, "stat", trace_path);
     CHECKF(size_row(r.out, 12345, &a, &f) && a == 1 && f == 1 && !size_row(r.out, 34567, &a, &f) &&
                !size_row(r.out, 34568, &a, &f),
            "parent:\n%s", r.out);
-    char *cargv[] = {FA_TRACE_TOOL, "stat", own, NULL};
-    child_run(&r, NULL, NULL, cargv);
-    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "child's trace %s: %s", own, r.err);
+    trace_tool(&r, "stat", own);
     /* The child's own process: its pid and command line in the header, its
      * calls counted exactly, nothing of its parent's. */
     char pid_line[32];

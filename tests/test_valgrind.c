@@ -74,10 +74,8 @@ static void expect(const char *kind, const char *const *lines, size_t n)
 {
     struct child_out r;
     run(&r, kind);
-    if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 127) {
-        printf("SKIP: valgrind is not installed\n");
+    if (child_missing(&r, "valgrind"))
         exit(77);
-    }
     CHECKF(strstr(r.out, "fastalloc owns them") != NULL, "%s: the blocks were not fastalloc's: %s\n%s", kind,
            r.out, r.err);
     CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == (n > 0 ? 99 : 0), "%s: status %#x\n%s", kind,

@@ -1,11 +1,13 @@
-/* Helpers for the tests: byte patterns, sizes from the environment, and the
- * helpers shared with the benchmarks (common.h: random numbers, RSS, clock,
- * opaque values). */
+/* Helpers for the tests: byte patterns, sizes from the environment, a team
+ * of threads, and the helpers shared with the benchmarks (common.h: random
+ * numbers, RSS, clock, opaque values). */
 #ifndef FA_TEST_UTIL_H
 #define FA_TEST_UTIL_H
 
+#include "check.h"
 #include "common.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +117,25 @@ static inline size_t env_size(const char *name, size_t dflt)
     if (s == NULL || *s == '\0')
         return dflt;
     return (size_t)strtoull(s, NULL, 10);
+}
+
+/* Runs fn((void *)(first + i)) in n threads at once, i from 0 to n - 1,
+ * each with stack bytes of stack (0: the default), and returns once all of
+ * them have ended.  A thread that cannot be started or joined fails the
+ * test. */
+__attribute__((unused)) static void run_threads(size_t n, void *(*fn)(void *), uintptr_t first, size_t stack)
+{
+    pthread_t t[n]; /* on the stack: no allocation besides the test's own */
+    pthread_attr_t attr;
+    if (stack != 0) {
+        CHECK(pthread_attr_init(&attr) == 0 && pthread_attr_setstacksize(&attr, stack) == 0);
+    }
+    for (size_t i = 0; i < n; i++)
+        CHECK(pthread_create(&t[i], stack != 0 ? &attr : NULL, fn, (void *)(first + i)) == 0);
+    for (size_t i = 0; i < n; i++)
+        CHECK(pthread_join(t[i], NULL) == 0);
+    if (stack != 0)
+        pthread_attr_destroy(&attr);
 }
 
 #define KiB ((size_t)1 << 10)
