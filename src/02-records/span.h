@@ -26,6 +26,7 @@
 #define FA_RECORDS_SPAN_H
 
 #include "00-base/config.h"
+#include "00-base/list.h"
 #include "02-records/sizeclass.h"
 
 /* FA_SPAN_CACHED: a freed large block that a thread keeps for its next
@@ -44,7 +45,7 @@ enum { FA_LISTED_NONE = 0, FA_LISTED_CENTRAL = 1, FA_LISTED_THREAD = 2 };
 struct fa__span {
     uintptr_t start;  /* first byte, page aligned */
     /* In a page-heap free list, a central list or its owner's list. */
-    struct fa__span *next, *prev;
+    struct fa__list link;
     uint32_t npages;
     /* Small spans: blocks carved and not on freelist (live, in the owner's
      * heads[], or on xfree).  The owner's current span counts one more
@@ -60,7 +61,7 @@ struct fa__span {
     uint8_t full_seen; /* small spans: its owner found it full once */
     /* A span is either in use or free, never both: the fields of each state
      * share memory, which keeps the record at one cache line (each is
-     * allocated with an empty line after it: span_new, 04-pageheap). */
+     * allocated with an empty line after it: fa__ph_span_new, 04-pageheap/spans.c). */
     union {
         struct { /* small spans in use (the protocol above) */
             /* Blocks freed by the span's owner, or, for a span nobody owns,
@@ -92,10 +93,34 @@ struct fa__span {
              * span whole as dirty made the heap purge the same clean pages
              * again and again. */
             uint32_t ndirty;
-            struct fa__span *dnext, *dprev; /* list of dirty free spans */
+            struct fa__list dlink; /* in the list of dirty free spans */
         };
     };
 };
+
+/* The span whose link (or dlink) is the node n. */
+FA_INLINE struct fa__span *fa__span_of(struct fa__list *n)
+{
+    return fa__list_entry(n, struct fa__span, link);
+}
+
+FA_INLINE struct fa__span *fa__span_of_dirty(struct fa__list *n)
+{
+    return fa__list_entry(n, struct fa__span, dlink);
+}
+
+/* The first span on the list h, and the one after s on it: NULL past the
+ * end.  The next span is read before s leaves the list, so a walk may take
+ * s off. */
+FA_INLINE struct fa__span *fa__span_first(struct fa__list *h)
+{
+    return h->next == h ? NULL : fa__span_of(h->next);
+}
+
+FA_INLINE struct fa__span *fa__span_after(struct fa__list *h, const struct fa__span *s)
+{
+    return s->link.next == h ? NULL : fa__span_of(s->link.next);
+}
 
 /* The index in the small span s of the block that holds a. */
 FA_INLINE uint64_t fa__span_block_index(const struct fa__span *s, uintptr_t a)

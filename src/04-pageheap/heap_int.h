@@ -28,10 +28,10 @@ extern fa__lock_t fa__ph_lock FA_HIDDEN;
 /* The state more than one file reads or writes; what one file alone uses
  * is static in that file. */
 struct fa__ph_state {
-    struct fa__span exact[EXACT_LISTS + 1]; /* sentinels, [0] unused */
-    struct fa__span big;                    /* sentinel: spans > EXACT_LISTS */
-    struct fa__span *spare;                 /* recycled span records */
-    struct fa__span dirty;                  /* sentinel: dirty spans, oldest first */
+    struct fa__list exact[EXACT_LISTS + 1]; /* free spans by length, [0] unused */
+    struct fa__list big;                    /* free spans > EXACT_LISTS pages */
+    struct fa__list spare;                  /* recycled span records */
+    struct fa__list dirty;                  /* dirty spans (dlink), oldest first */
     /* Spans off the lists while a thread madvises them without the lock
      * (reclaim.c): an allocation that finds nothing while pages are in
      * flight waits for them instead of mapping more (each growth is up to

@@ -20,11 +20,11 @@ static uint32_t now32(void)
 static struct fa__span *find_free(size_t npages)
 {
     for (size_t n = npages; n <= EXACT_LISTS; n++) {
-        if (fa__ph.exact[n].next != &fa__ph.exact[n])
-            return fa__ph.exact[n].next;
+        if (!fa__list_empty(&fa__ph.exact[n]))
+            return fa__span_of(fa__ph.exact[n].next);
     }
     struct fa__span *best = NULL;
-    for (struct fa__span *s = fa__ph.big.next; s != &fa__ph.big; s = s->next) {
+    for (struct fa__span *s = fa__span_first(&fa__ph.big); s != NULL; s = fa__span_after(&fa__ph.big, s)) {
         if (s->npages >= npages &&
             (best == NULL || s->npages < best->npages ||
              (s->npages == best->npages && s->start < best->start)))
@@ -64,7 +64,7 @@ static void mark_used(struct fa__span *s, unsigned state, unsigned cls)
 {
     __atomic_store_n(&s->state, (uint8_t)state, __ATOMIC_RELAXED);
     s->cls = (uint8_t)cls;
-    s->next = s->prev = NULL;
+    s->link.next = s->link.prev = NULL;
     s->dirty = 0;
     s->ndirty = 0;
     fa__pm_set(s->start, s->npages, s, cls);

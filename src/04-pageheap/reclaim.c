@@ -79,8 +79,8 @@ static size_t purge_span(struct fa__span *s)
 static unsigned detach_dirty(struct fa__span **out, size_t down_to)
 {
     unsigned n = 0;
-    while (n < PURGE_BATCH && fa__ph.st.dirty_bytes > down_to && fa__ph.dirty.dnext != &fa__ph.dirty) {
-        struct fa__span *s = fa__ph.dirty.dnext;
+    while (n < PURGE_BATCH && fa__ph.st.dirty_bytes > down_to && !fa__list_empty(&fa__ph.dirty)) {
+        struct fa__span *s = fa__span_of_dirty(fa__ph.dirty.next);
         fa__ph_remove_free(s);
         __atomic_store_n(&s->state, FA_SPAN_PURGING, __ATOMIC_RELAXED);
         s->dirty = 0;
@@ -147,8 +147,8 @@ void fa__ph_shed(bool replaced)
 size_t fa__ph_purge_all_locked(void)
 {
     size_t n = 0;
-    while (fa__ph.dirty.dnext != &fa__ph.dirty)
-        n += purge_span(fa__ph.dirty.dnext);
+    while (!fa__list_empty(&fa__ph.dirty))
+        n += purge_span(fa__span_of_dirty(fa__ph.dirty.next));
     return n;
 }
 
@@ -157,12 +157,12 @@ static size_t purge_aged_locked(uint64_t now)
 {
     fa__purge_note_look(now, in_use());
     size_t n = 0;
-    struct fa__span *s = fa__ph.dirty.dnext;
-    for (int i = 0; s != &fa__ph.dirty && i < PURGE_SCAN_MAX; i++) {
-        struct fa__span *next = s->dnext;
+    struct fa__list *at = fa__ph.dirty.next;
+    for (int i = 0; at != &fa__ph.dirty && i < PURGE_SCAN_MAX; i++) {
+        struct fa__span *s = fa__span_of_dirty(at);
+        at = at->next;
         if (fa__purge_span_aged(now, s->free_since))
             n += purge_span(s);
-        s = next;
     }
     last_decay_ms = now;
     return n;
@@ -172,7 +172,7 @@ static size_t purge_aged_locked(uint64_t now)
 void fa__ph_decay_tick_locked(void)
 {
     uint64_t now;
-    if (fa__ph.dirty.dnext != &fa__ph.dirty && fa__purge_look_due(last_decay_ms, &now))
+    if (!fa__list_empty(&fa__ph.dirty) && fa__purge_look_due(last_decay_ms, &now))
         purge_aged_locked(now);
 }
 

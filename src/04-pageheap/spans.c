@@ -20,51 +20,30 @@ struct fa__ph_state fa__ph;
 
 static void dirty_push(struct fa__span *s)
 {
-    s->dnext = &fa__ph.dirty;
-    s->dprev = fa__ph.dirty.dprev;
-    fa__ph.dirty.dprev->dnext = s;
-    fa__ph.dirty.dprev = s;
+    fa__list_push_back(&fa__ph.dirty, &s->dlink);
     fa__ph.st.dirty_bytes += (size_t)s->ndirty * FA_PAGE_SIZE;
 }
 
 void fa__ph_dirty_del(struct fa__span *s)
 {
-    s->dprev->dnext = s->dnext;
-    s->dnext->dprev = s->dprev;
-    s->dnext = s->dprev = NULL;
+    fa__list_del(&s->dlink);
     fa__ph.st.dirty_bytes -= (size_t)s->ndirty * FA_PAGE_SIZE;
-}
-
-static void list_init(struct fa__span *h) { h->next = h->prev = h; }
-
-static void list_push(struct fa__span *h, struct fa__span *s)
-{
-    s->next = h->next;
-    s->prev = h;
-    h->next->prev = s;
-    h->next = s;
-}
-
-static void list_del(struct fa__span *s)
-{
-    s->prev->next = s->next;
-    s->next->prev = s->prev;
-    s->next = s->prev = NULL;
 }
 
 void fa__ph_init(void)
 {
     for (size_t i = 0; i <= EXACT_LISTS; i++)
-        list_init(&fa__ph.exact[i]);
-    list_init(&fa__ph.big);
-    fa__ph.dirty.dnext = fa__ph.dirty.dprev = &fa__ph.dirty;
+        fa__list_init(&fa__ph.exact[i]);
+    fa__list_init(&fa__ph.big);
+    fa__list_init(&fa__ph.spare);
+    fa__list_init(&fa__ph.dirty);
 }
 
 struct fa__span *fa__ph_span_new(void)
 {
-    struct fa__span *s = fa__ph.spare;
-    if (s != NULL) {
-        fa__ph.spare = s->next;
+    if (!fa__list_empty(&fa__ph.spare)) {
+        struct fa__span *s = fa__span_of(fa__ph.spare.next);
+        fa__list_del(&s->link);
         __builtin_memset(s, 0, sizeof *s);
         return s;
     }
@@ -80,11 +59,10 @@ void fa__ph_span_delete(struct fa__span *s)
     __atomic_store_n(&s->state, FA_SPAN_FREE, __ATOMIC_RELAXED);
     s->npages = 0;
     s->start = 0;
-    s->next = fa__ph.spare;
-    fa__ph.spare = s;
+    fa__list_push(&fa__ph.spare, &s->link);
 }
 
-static struct fa__span *list_for(size_t npages)
+static struct fa__list *list_for(size_t npages)
 {
     return npages <= EXACT_LISTS ? &fa__ph.exact[npages] : &fa__ph.big;
 }
@@ -96,7 +74,7 @@ void fa__ph_insert_free(struct fa__span *s)
     s->cls = 0;
     fa__pm_set_one(s->start, s, 0);
     fa__pm_set_one(s->start + (s->npages - 1) * FA_PAGE_SIZE, s, 0);
-    list_push(list_for(s->npages), s);
+    fa__list_push(list_for(s->npages), &s->link);
     fa__ph.st.free_bytes += s->npages * FA_PAGE_SIZE;
     if (s->dirty)
         dirty_push(s);
@@ -104,7 +82,7 @@ void fa__ph_insert_free(struct fa__span *s)
 
 void fa__ph_remove_free(struct fa__span *s)
 {
-    list_del(s);
+    fa__list_del(&s->link);
     fa__ph.st.free_bytes -= s->npages * FA_PAGE_SIZE;
     if (s->dirty)
         fa__ph_dirty_del(s);

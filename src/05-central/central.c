@@ -18,7 +18,7 @@
 
 struct central {
     fa__lock_t lock;
-    struct fa__span lists[NLISTS]; /* sentinels */
+    struct fa__list lists[NLISTS];
     size_t free_objs;              /* objs - used, summed over listed spans */
 } FA_ALIGNED_CL;
 
@@ -28,7 +28,7 @@ void fa__central_init(void)
 {
     for (unsigned c = 1; c < FA_NUM_CLASSES; c++)
         for (unsigned k = 0; k < NLISTS; k++)
-            central[c].lists[k].next = central[c].lists[k].prev = &central[c].lists[k];
+            fa__list_init(&central[c].lists[k]);
 }
 
 static void list_push(struct central *cc, struct fa__span *s)
@@ -36,11 +36,7 @@ static void list_push(struct central *cc, struct fa__span *s)
     unsigned k = (unsigned)((uint64_t)s->used * NLISTS / fa__classes[s->cls].objs);
     if (k >= NLISTS)
         k = NLISTS - 1;
-    struct fa__span *head = &cc->lists[k];
-    s->next = head->next;
-    s->prev = head;
-    head->next->prev = s;
-    head->next = s;
+    fa__list_push(&cc->lists[k], &s->link);
     s->listed = FA_LISTED_CENTRAL;
     /* Read without the lock (fa__central_drain, stats). */
     __atomic_store_n(&cc->free_objs, cc->free_objs + (fa__classes[s->cls].objs - s->used), __ATOMIC_RELAXED);
@@ -48,9 +44,7 @@ static void list_push(struct central *cc, struct fa__span *s)
 
 static void list_del(struct central *cc, struct fa__span *s)
 {
-    s->prev->next = s->next;
-    s->next->prev = s->prev;
-    s->next = s->prev = NULL;
+    fa__list_del(&s->link);
     s->listed = FA_LISTED_NONE;
     __atomic_store_n(&cc->free_objs, cc->free_objs - (fa__classes[s->cls].objs - s->used), __ATOMIC_RELAXED);
 }
@@ -76,8 +70,8 @@ struct fa__span *fa__central_take(unsigned cls)
     struct central *cc = &central[cls];
     fa__lock(&cc->lock);
     for (unsigned k = NLISTS; k-- > 0;) {
-        struct fa__span *s = cc->lists[k].next;
-        if (s != &cc->lists[k]) {
+        struct fa__span *s = fa__span_first(&cc->lists[k]);
+        if (s != NULL) {
             list_del(cc, s);
             fa__unlock(&cc->lock);
             return s;
@@ -120,8 +114,7 @@ void *fa__central_alloc_one(unsigned cls)
     fa__lock(&cc->lock);
     struct fa__span *s = NULL;
     for (unsigned k = NLISTS; k-- > 0 && s == NULL;)
-        if (cc->lists[k].next != &cc->lists[k])
-            s = cc->lists[k].next;
+        s = fa__span_first(&cc->lists[k]);
     if (s == NULL) {
         fa__unlock(&cc->lock);
         s = new_span(cls);
@@ -159,29 +152,27 @@ void fa__central_drain(void)
         struct central *cc = &central[c];
         if (__atomic_load_n(&cc->free_objs, __ATOMIC_RELAXED) == 0)
             continue;
-        struct fa__span *empty = NULL;
+        struct fa__list empty; /* spans all free: to the page heap, unlocked */
+        fa__list_init(&empty);
         fa__lock(&cc->lock);
         for (unsigned k = 0; k < NLISTS; k++) {
-            struct fa__span *head = &cc->lists[k];
-            for (struct fa__span *s = head->next, *next; s != head; s = next) {
-                next = s->next;
+            struct fa__list *head = &cc->lists[k];
+            for (struct fa__span *s = fa__span_first(head), *next; s != NULL; s = next) {
+                next = fa__span_after(head, s);
                 if (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) == 0)
                     continue;
                 list_del(cc, s);
                 fa__span_collect(s);
-                if (s->used == 0) {
-                    s->next = empty;
-                    empty = s;
-                } else {
+                if (s->used == 0)
+                    fa__list_push(&empty, &s->link);
+                else
                     list_push(cc, s);
-                }
             }
         }
         fa__unlock(&cc->lock);
-        while (empty != NULL) {
-            struct fa__span *s = empty;
-            empty = s->next;
-            s->next = NULL;
+        while (!fa__list_empty(&empty)) {
+            struct fa__span *s = fa__span_of(empty.next);
+            fa__list_del(&s->link);
             fa__ph_free(s);
         }
     }

@@ -80,7 +80,8 @@ void fa__tc_fold_all(struct fa__tcache *tc) FA_HIDDEN;
 /* The list head..tail of n blocks of s, which the calling thread does not
  * own, goes on s's xfree; or, when s is detached and the thread has a
  * cache (tc), s becomes tc's.  An exiting thread passes NULL. */
-void fa__tc_push_remote(struct fa__tcache *tc, struct fa__span *s, void *head, void *tail, uint32_t n) FA_HIDDEN;
+void fa__tc_push_remote(struct fa__tcache *tc, struct fa__span *s, void *head, void *tail,
+                        uint32_t n) FA_HIDDEN;
 /* p, a block of s that another thread owns or nobody does, goes out
  * through tc's outbox. */
 void fa__tc_out_put(struct fa__tcache *tc, struct fa__span *s, void *p) FA_HIDDEN;

@@ -65,8 +65,11 @@ static struct fa__tcache *cache_new(void)
         if (tc == NULL)
             return NULL;
     }
-    if (!warm)
+    if (!warm) {
         __builtin_memset(tc, 0, sizeof *tc);
+        for (unsigned c = 0; c < FA_NUM_CLASSES; c++)
+            fa__list_init(&tc->spans[c]);
+    }
     tc->kind = FA_TC_REAL;
     tc->epoch = __atomic_load_n(&fa__scavenge_epoch, __ATOMIC_RELAXED);
     fa__tc_live_add(1);
@@ -146,8 +149,8 @@ static void flush(struct fa__tcache *tc)
             fa__tc_return_heads(tc, c);
             fa__tc_clear_cur(tc, c);
         }
-        while (tc->spans[c] != NULL)
-            fa__tc_disown(tc, tc->spans[c]);
+        while (!fa__list_empty(&tc->spans[c]))
+            fa__tc_disown(tc, fa__span_of(tc->spans[c].next));
     }
     fa__tc_unclaim(tc, tc->max_bytes);
 }

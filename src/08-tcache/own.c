@@ -31,12 +31,7 @@ static size_t span_bytes(const struct fa__span *s)
 
 static void own_link(struct fa__tcache *tc, struct fa__span *s)
 {
-    struct fa__span **list = &tc->spans[s->cls];
-    s->prev = NULL;
-    s->next = *list;
-    if (*list != NULL)
-        (*list)->prev = s;
-    *list = s;
+    fa__list_push(&tc->spans[s->cls], &s->link);
     s->listed = FA_LISTED_THREAD;
     tc->nspans[s->cls]++;
 }
@@ -61,7 +56,8 @@ void fa__tc_fold(struct fa__tcache *tc, struct fa__span *s, uint32_t len)
 void fa__tc_fold_all(struct fa__tcache *tc)
 {
     for (unsigned c = 1; c < FA_NUM_CLASSES; c++) {
-        for (struct fa__span *s = tc->spans[c]; s != NULL; s = s->next) {
+        struct fa__list *h = &tc->spans[c];
+        for (struct fa__span *s = fa__span_first(h); s != NULL; s = fa__span_after(h, s)) {
             uint32_t len = list_len(tc, s);
             fa__tc_fold(tc, s, len);
             s->nonuser = (uint16_t)len;
@@ -72,13 +68,7 @@ void fa__tc_fold_all(struct fa__tcache *tc)
 static void own_unlink(struct fa__tcache *tc, struct fa__span *s)
 {
     fa__tc_fold(tc, s, list_len(tc, s));
-    if (s->prev != NULL)
-        s->prev->next = s->next;
-    else
-        tc->spans[s->cls] = s->next;
-    if (s->next != NULL)
-        s->next->prev = s->prev;
-    s->next = s->prev = NULL;
+    fa__list_del(&s->link);
     s->listed = FA_LISTED_NONE;
     tc->nspans[s->cls]--;
 }
@@ -131,8 +121,9 @@ void fa__tc_disown(struct fa__tcache *tc, struct fa__span *s)
 void fa__tc_shed_kept(struct fa__tcache *tc, size_t limit)
 {
     for (unsigned c = 1; c < FA_NUM_CLASSES && tc->kept_bytes > limit; c++) {
-        for (struct fa__span *s = tc->spans[c], *next; s != NULL && tc->kept_bytes > limit; s = next) {
-            next = s->next;
+        struct fa__list *h = &tc->spans[c];
+        for (struct fa__span *s = fa__span_first(h), *next; s != NULL && tc->kept_bytes > limit; s = next) {
+            next = fa__span_after(h, s);
             if (s->kept)
                 fa__tc_retire(tc, s);
         }

@@ -35,8 +35,9 @@ static FA_NOINLINE void scavenge(struct fa__tcache *tc)
             fa__tc_return_heads(tc, c);
             fa__tc_clear_cur(tc, c);
         }
-        for (struct fa__span *s = tc->spans[c], *next; s != NULL; s = next) {
-            next = s->next;
+        struct fa__list *h = &tc->spans[c];
+        for (struct fa__span *s = fa__span_first(h), *next; s != NULL; s = next) {
+            next = fa__span_after(h, s);
             if (s == tc->cur[c])
                 continue;
             if (fa__span_collect(s) > 0 && s->used == 0)
@@ -151,8 +152,8 @@ static void *alloc_slow(struct fa__tcache *tc, unsigned cls)
     struct fa__span *g_span = NULL;
     uint32_t g_n = 0;
     const uint32_t objs = fa__classes[cls].objs;
-    for (s = tc->spans[cls]; s != NULL;) {
-        struct fa__span *next = s->next;
+    for (s = fa__span_first(&tc->spans[cls]); s != NULL;) {
+        struct fa__span *next = fa__span_after(&tc->spans[cls], s);
         uint32_t n = s->carved - s->used;
         if (s->freelist != NULL && s->carved == objs && n < FA_TC_GATHER) {
             /* The list holds n blocks (used counts every other block of
@@ -206,7 +207,8 @@ static void *alloc_slow(struct fa__tcache *tc, unsigned cls)
             return NULL;
         }
         fa__tc_own(tc, s);
-        if ((p = fa__tc_take_free(tc, s, cls)) != NULL || (!fa__tc_detach(tc, s) && (p = fa__tc_take_free(tc, s, cls)) != NULL)) {
+        if ((p = fa__tc_take_free(tc, s, cls)) != NULL ||
+            (!fa__tc_detach(tc, s) && (p = fa__tc_take_free(tc, s, cls)) != NULL)) {
             fa__tc_set_cur(tc, cls, s);
             return p;
         }

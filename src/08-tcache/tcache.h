@@ -60,8 +60,8 @@ struct fa__tcache {
     /* --- slow paths only --- */
     struct fa__span *cur[FA_NUM_CLASSES];
     /* The spans this thread owns, per class (cur among them), linked
-     * through their next and prev, NULL-terminated. */
-    struct fa__span *spans[FA_NUM_CLASSES];
+     * through their link; newest first. */
+    struct fa__list spans[FA_NUM_CLASSES];
     uint32_t nspans[FA_NUM_CLASSES]; /* length of each spans[] list */
     void *snap[FA_NUM_CLASSES]; /* heads at the last scavenge */
     struct fa__outbox out[FA_NUM_CLASSES];
