@@ -41,6 +41,7 @@ void *fa__span_carve(struct fa__span *s, uint32_t n, void *tail)
     if (!s->zeroed)
         memset((void *)first, 0, (size_t)n * ci->size);
     uint16_t order[FA_SPAN_CARVE_MAX];
+    order[0] = 0; /* n is at least 1: the first step sets it all the same */
     for (uint32_t i = 0; i < n; i++) {
         uint32_t j = carve_random(i + 1);
         order[i] = order[j];
