@@ -30,6 +30,12 @@ FA_INLINE void fa__lock(fa__lock_t *l)
     fa__lock_slow(l);
 }
 
+/* true with the lock taken; false at once if someone holds it. */
+FA_INLINE bool fa__trylock(fa__lock_t *l)
+{
+    return __atomic_load_n(&l->v, __ATOMIC_RELAXED) == 0 && __atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE) == 0;
+}
+
 FA_INLINE void fa__unlock(fa__lock_t *l)
 {
     __atomic_store_n(&l->v, 0, __ATOMIC_RELEASE);

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 size_t fa__os_map_calls;
 
@@ -112,4 +113,22 @@ void fa__os_hugepage(void *p, size_t size)
     (void)size;
 #endif
     errno = saved;
+}
+
+size_t fa__os_resident(const void *p, size_t size)
+{
+    /* The kernel's pages are 4 KiB or more; one byte of the vector each.
+     * In steps, so that the vector stays on the stack. */
+    enum { STEP = 256 };
+    unsigned char vec[STEP];
+    long k = sysconf(_SC_PAGESIZE);
+    size_t os_page = k > 0 ? (size_t)k : 4096, bytes = 0;
+    for (size_t off = 0; off < size; off += STEP * os_page) {
+        size_t len = size - off < STEP * os_page ? size - off : STEP * os_page;
+        if (mincore((char *)p + off, len, vec) != 0)
+            return 0;
+        for (size_t i = 0; i < (len + os_page - 1) / os_page; i++)
+            bytes += (vec[i] & 1) * os_page;
+    }
+    return bytes;
 }

@@ -26,6 +26,9 @@ void fa__os_release(void *p, size_t size, bool lazy) FA_HIDDEN;
 void fa__os_hugepage(void *p, size_t size) FA_HIDDEN;
 
 /* Number of mmap calls made, for tests of mapping churn. */
+/* Bytes of [p, p + size) resident now (mincore), p page-aligned; 0 if the
+ * kernel will not say. */
+size_t fa__os_resident(const void *p, size_t size) FA_HIDDEN;
 extern size_t fa__os_map_calls FA_HIDDEN;
 
 #endif

@@ -5,7 +5,7 @@
 
 fa__lock_t fa__meta_lock = FA_LOCK_INIT;
 static char *meta_cur, *meta_end;
-static size_t meta_mapped;
+static size_t meta_mapped, meta_used;
 
 void *fa__meta_alloc(size_t size)
 {
@@ -34,6 +34,7 @@ void *fa__meta_alloc(size_t size)
     }
     void *r = meta_cur;
     meta_cur += size;
+    __atomic_store_n(&meta_used, meta_used + size, __ATOMIC_RELAXED);
     fa__unlock(&fa__meta_lock);
     return r;
 }
@@ -41,4 +42,9 @@ void *fa__meta_alloc(size_t size)
 size_t fa__meta_bytes(void)
 {
     return __atomic_load_n(&meta_mapped, __ATOMIC_RELAXED);
+}
+
+size_t fa__meta_used(void)
+{
+    return __atomic_load_n(&meta_used, __ATOMIC_RELAXED);
 }

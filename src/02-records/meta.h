@@ -11,6 +11,9 @@ void *fa__meta_alloc(size_t size) FA_HIDDEN;
 
 /* Bytes of metadata mapped so far. */
 size_t fa__meta_bytes(void) FA_HIDDEN;
+/* Bytes of it handed out: written, so resident (the rest of a chunk is
+ * not touched until handed out). */
+size_t fa__meta_used(void) FA_HIDDEN;
 
 extern fa__lock_t fa__meta_lock FA_HIDDEN;
 

@@ -7,6 +7,12 @@
 
 struct fa__pm_leaf *fa__pm_root[FA_PM_ROOT_LEN];
 
+/* The leaves mapped, for fa__pm_resident: a heap spans one or two 4 GiB
+ * ranges, so the first few are all there is to count. */
+#define LEAVES_LISTED 8
+static struct fa__pm_leaf *leaves[LEAVES_LISTED];
+static unsigned nleaves;
+
 static bool ensure_leaf(size_t root_index)
 {
     if (fa__pm_root[root_index] != NULL)
@@ -15,7 +21,21 @@ static bool ensure_leaf(size_t root_index)
     if (leaf == NULL)
         return false;
     __atomic_store_n(&fa__pm_root[root_index], leaf, __ATOMIC_RELEASE);
+    unsigned n = __atomic_load_n(&nleaves, __ATOMIC_RELAXED);
+    if (n < LEAVES_LISTED) {
+        __atomic_store_n(&leaves[n], leaf, __ATOMIC_RELAXED);
+        __atomic_store_n(&nleaves, n + 1, __ATOMIC_RELEASE);
+    }
     return true;
+}
+
+size_t fa__pm_resident(void)
+{
+    size_t bytes = 0;
+    unsigned n = __atomic_load_n(&nleaves, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++)
+        bytes += fa__os_resident(__atomic_load_n(&leaves[i], __ATOMIC_RELAXED), sizeof(struct fa__pm_leaf));
+    return bytes;
 }
 
 bool fa__pm_reserve(uintptr_t start, size_t npages)

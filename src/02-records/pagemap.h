@@ -63,6 +63,8 @@ FA_INLINE struct fa__span *fa__pm_span(uintptr_t a)
 /* Writers of span and class hold the page-heap lock.  Make sure leaves exist for a range of
  * pages before it is handed out (false if the OS refused the memory). */
 bool fa__pm_reserve(uintptr_t start, size_t npages) FA_HIDDEN;
+/* Bytes of the leaves that are resident (mincore; for the statistics). */
+size_t fa__pm_resident(void) FA_HIDDEN;
 /* Map each page in [start, start + npages pages) to span and cls. */
 void fa__pm_set(uintptr_t start, size_t npages, struct fa__span *span, unsigned cls) FA_HIDDEN;
 /* Set one page's entry (used for the first and last page of free spans). */

@@ -32,7 +32,6 @@ struct fa__class_info {
     uint32_t size;     /* bytes of each block */
     uint32_t pages;    /* pages in one span of this class */
     uint32_t objs;     /* blocks in one span */
-    uint32_t batch;    /* unused by the allocator (sizeclass.c) */
     uint32_t max_list; /* slack in fa__tc_seen_free's bound on heads[] (sizeclass.c) */
     /* 2^42 / size, rounded up: an offset into a span (below 2^22) divided
      * by size is (offset * recip) >> 42, exactly (the error stays below

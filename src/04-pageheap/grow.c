@@ -30,6 +30,13 @@ static uintptr_t res_start, res_lo, res_hi;
  * thread's page faults, so it runs in steps that double up to 64 MiB,
  * as the mmap calls of the old growth did, not at every growth. */
 static uintptr_t res_rw;
+/* The ranges the heap grew into, for fa__ph_heap_resident: one per reserve
+ * that could not sit right above the last, so a few in any program. */
+#define RANGES_LISTED 16
+static struct {
+    uintptr_t lo, hi;
+} ranges[RANGES_LISTED];
+static unsigned nranges;
 static size_t commit_next, grow_next;
 
 /* Bytes that count against the memory limit: in use, or free but resident. */
@@ -141,6 +148,12 @@ bool fa__ph_grow(size_t npages)
         return false;
     res_lo += size;
     fa__ph.st.mapped_bytes += size;
+    if (nranges > 0 && ranges[nranges - 1].hi == (uintptr_t)p) {
+        ranges[nranges - 1].hi = res_lo;
+    } else if (nranges < RANGES_LISTED) {
+        ranges[nranges].lo = (uintptr_t)p;
+        ranges[nranges++].hi = res_lo;
+    }
     if (fa__opt.hugepages)
         fa__os_hugepage(p, size);
     s->start = (uintptr_t)p;
@@ -159,4 +172,20 @@ bool fa__ph_over_limit(const struct fa__span *s, size_t npages)
      * as committed already. */
     size_t add = (npages - (s->dirty ? dirty_part(s->ndirty, npages) : 0)) * FA_PAGE_SIZE;
     return committed() + add > fa__opt.limit;
+}
+
+size_t fa__ph_heap_resident(void)
+{
+    uintptr_t lo[RANGES_LISTED], hi[RANGES_LISTED];
+    fa__lock(&fa__ph_lock);
+    unsigned n = nranges;
+    for (unsigned i = 0; i < n; i++) {
+        lo[i] = ranges[i].lo;
+        hi[i] = ranges[i].hi;
+    }
+    fa__unlock(&fa__ph_lock);
+    size_t bytes = 0;
+    for (unsigned i = 0; i < n; i++)
+        bytes += fa__os_resident((void *)lo[i], hi[i] - lo[i]);
+    return bytes;
 }

@@ -222,3 +222,21 @@ bool fa__ph_resize(struct fa__span *s, size_t npages)
     fa__unlock(&fa__ph_lock);
     return ok;
 }
+
+size_t fa__ph_resident_bytes(void)
+{
+    return __atomic_load_n(&fa__ph.st.small_bytes, __ATOMIC_RELAXED) +
+           __atomic_load_n(&fa__ph.st.large_bytes, __ATOMIC_RELAXED) +
+           __atomic_load_n(&fa__ph.st.dirty_bytes, __ATOMIC_RELAXED);
+}
+
+void fa__ph_reclass(struct fa__span *s, unsigned cls)
+{
+    fa__lock(&fa__ph_lock);
+    fa__ph.st.spans[s->cls]--;
+    fa__ph.st.spans[cls]++;
+    fa__unlock(&fa__ph_lock);
+    s->cls = (uint8_t)cls;
+    for (uint32_t i = 0; i < s->npages; i++)
+        fa__pm_set_one(s->start + i * FA_PAGE_SIZE, s, cls);
+}

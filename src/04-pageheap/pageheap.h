@@ -34,6 +34,16 @@ struct fa__ph_stats {
     uint32_t spans[FA_NUM_CLASSES]; /* spans of each size class in use */
 };
 void fa__ph_get_stats(struct fa__ph_stats *st) FA_HIDDEN;
+/* small_bytes + large_bytes + dirty_bytes, read without the lock (a
+ * moment's figure, for the statistics' peak sample). */
+size_t fa__ph_resident_bytes(void) FA_HIDDEN;
+/* s, a small span all of whose blocks are free, that its owner keeps,
+ * becomes a span of class cls: the page map and the counts follow. */
+void fa__ph_reclass(struct fa__span *s, unsigned cls) FA_HIDDEN;
+/* Bytes of the heap's pages that are resident now (mincore; takes the lock
+ * for a moment).  Less than fa__ph_resident_bytes when spans have pages
+ * nobody touched yet. */
+size_t fa__ph_heap_resident(void) FA_HIDDEN;
 
 /* Purge free spans that have been free for the purge delay (all of them when
  * force is set).  Takes the lock; returns bytes purged. */

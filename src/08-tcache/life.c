@@ -69,6 +69,7 @@ static struct fa__tcache *cache_new(void)
         __builtin_memset(tc, 0, sizeof *tc);
         for (unsigned c = 0; c < FA_NUM_CLASSES; c++)
             fa__list_init(&tc->spans[c]);
+        fa__list_init(&tc->spare);
     }
     tc->kind = FA_TC_REAL;
     tc->epoch = __atomic_load_n(&fa__scavenge_epoch, __ATOMIC_RELAXED);
@@ -152,6 +153,7 @@ static void flush(struct fa__tcache *tc)
         while (!fa__list_empty(&tc->spans[c]))
             fa__tc_disown(tc, fa__span_of(tc->spans[c].next));
     }
+    fa__tc_shed_kept(tc, 0);
     fa__tc_unclaim(tc, tc->max_bytes);
 }
 

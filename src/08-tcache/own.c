@@ -4,24 +4,31 @@
  * protocol of 02-records/span.h. */
 #include "08-tcache/internal.h"
 #include "02-records/pagemap.h"
+#include "04-pageheap/pageheap.h"
 #include "05-central/central.h"
 
 /* A span's blocks are cut 4 KiB at a time (mimalloc extends its free lists
- * by the same amount), or CARVE_MIN blocks if that is more (fewer if the
- * span has fewer).  A loop that allocates and frees a few blocks cycles
- * through what was cut, taking the freelist back once per cycle
- * (fa__tc_refill): 32 blocks make that a fraction of an instruction per
- * allocation, where 16 cost a reuse loop more.  Cutting a page at a time
- * made a shuffled object benchmark's allocations slower, and cutting 2 KiB
- * saved nothing and cost the reuse loop instructions (docs/HISTORY.md). */
+ * by the same amount), or one block if it is larger.  A loop that
+ * allocates and frees a few blocks cycles through what was cut, taking the
+ * freelist back once per cycle (fa__tc_refill), however short the list: a
+ * class that a thread uses for a few blocks at a time so touches the pages
+ * of those blocks and no more.  Cutting at least 32 blocks, and taking the
+ * list back only once it held 32, made a reuse loop of 1 KiB blocks cost
+ * 7 instructions a pair less, and made every class a thread used touch 32
+ * blocks: 32 KiB of 1 KiB blocks, a whole span of larger ones (#24,
+ * docs/HISTORY.md).  Cutting a page at a time made a shuffled object
+ * benchmark's allocations slower (docs/HISTORY.md). */
 #define CARVE_BYTES 4096u
-#define CARVE_MIN FA_TC_REFILL_MIN
+
+/* Fewest blocks a span of a class holds for the thread to keep it all free
+ * (fa__tc_keep). */
+#define KEEP_MIN_BLOCKS 8u
 
 /* Cut blocks off s, followed by tail; returns the first. */
 static void *carve(struct fa__span *s, void *tail)
 {
     uint32_t n = CARVE_BYTES / fa__classes[s->cls].size;
-    return fa__span_carve(s, n < CARVE_MIN ? CARVE_MIN : n, tail);
+    return fa__span_carve(s, n > 0 ? n : 1, tail);
 }
 
 static size_t span_bytes(const struct fa__span *s)
@@ -117,9 +124,44 @@ void fa__tc_disown(struct fa__tcache *tc, struct fa__span *s)
     fa__central_put(s);
 }
 
-/* Retire kept spans until the cache keeps at most limit bytes. */
+/* s, a spare page of tc's, goes to the page heap. */
+static void spare_retire(struct fa__tcache *tc, struct fa__span *s)
+{
+    fa__tc_unkeep(tc, s);
+    fa__list_del(&s->link);
+    s->listed = FA_LISTED_NONE;
+    fa__central_retire(s);
+}
+
+void fa__tc_spare_age(struct fa__tcache *tc, unsigned old)
+{
+    struct fa__list *h = &tc->spare;
+    for (struct fa__span *s = fa__span_first(h), *next; s != NULL; s = next) {
+        next = fa__span_after(h, s);
+        if (s->touched != old && s->touched != tc->epoch)
+            spare_retire(tc, s);
+    }
+}
+
+struct fa__span *fa__tc_spare_take(struct fa__tcache *tc, unsigned cls)
+{
+    if (fa__list_empty(&tc->spare))
+        return NULL;
+    struct fa__span *s = fa__span_of(tc->spare.next);
+    fa__tc_unkeep(tc, s);
+    fa__list_del(&s->link);
+    if (s->cls != cls)
+        fa__ph_reclass(s, cls);
+    fa__tc_own(tc, s);
+    return s;
+}
+
+/* Retire kept spans until the cache keeps at most limit bytes: the spare
+ * pages first, the oldest first. */
 void fa__tc_shed_kept(struct fa__tcache *tc, size_t limit)
 {
+    while (tc->kept_bytes > limit && !fa__list_empty(&tc->spare))
+        spare_retire(tc, fa__span_of(tc->spare.prev));
     for (unsigned c = 1; c < FA_NUM_CLASSES && tc->kept_bytes > limit; c++) {
         struct fa__list *h = &tc->spans[c];
         for (struct fa__span *s = fa__span_first(h), *next; s != NULL && tc->kept_bytes > limit; s = next) {
@@ -135,6 +177,23 @@ void fa__tc_shed_kept(struct fa__tcache *tc, size_t limit)
 void fa__tc_keep(struct fa__tcache *tc, struct fa__span *s)
 {
     size_t bytes = span_bytes(s);
+    /* A span of one page becomes a spare page of the thread's, which the
+     * next span of any class of one page is cut from (fa__tc_spare_take):
+     * a program whose blocks move from class to class reuses the pages
+     * that one class gave up, with no trip to the page heap.  A span kept
+     * for its class alone waits for that class: a program of one thread
+     * that kept its all-free spans so held a quarter of its heap in spans
+     * of classes it was not allocating from (#24).
+     * Larger spans are kept only as the class's one span, and only for a
+     * class of many blocks a span: a second span of a class, or a span of a
+     * few large blocks, goes to the page heap at once, where any class and
+     * any thread can take its pages.  The hardened build keeps its spans
+     * in their class, blocks in their random order. */
+    bool spare = !FA_SECURE && s->npages == 1;
+    if (!FA_SECURE && !spare && (tc->nspans[s->cls] > 1 || fa__classes[s->cls].objs < KEEP_MIN_BLOCKS)) {
+        fa__tc_retire(tc, s);
+        return;
+    }
     if (tc->kept_bytes + bytes > tc->max_bytes) {
         size_t need = tc->kept_bytes + bytes - tc->max_bytes;
         need = (need + FA_TC_CLAIM_STEP - 1) & ~(FA_TC_CLAIM_STEP - 1);
@@ -162,6 +221,12 @@ void fa__tc_keep(struct fa__tcache *tc, struct fa__span *s)
     } else {
         s->freelist = NULL;
         s->carved = 0;
+    }
+    if (spare) {
+        fa__list_del(&s->link);
+        tc->nspans[s->cls]--;
+        fa__list_push(&tc->spare, &s->link);
+        s->touched = tc->epoch;
     }
 }
 
@@ -205,11 +270,6 @@ void *fa__tc_take_free(struct fa__tcache *tc, struct fa__span *s, unsigned cls)
         fa__tc_fold(tc, s, n);
         s->freelist = NULL;
         s->used = s->carved + bias;
-        /* A short list from a span still being cut: cut more behind it, so
-         * that a loop that frees and allocates a few blocks does not come
-         * back here every few allocations. */
-        if (n < CARVE_MIN && s->carved < ci->objs)
-            head = carve(s, head);
     } else if (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) != 0) {
         head = (void *)__atomic_exchange_n(&s->xfree, 0, __ATOMIC_ACQUIRE);
     } else if (s->carved < ci->objs) {

@@ -46,6 +46,7 @@ static FA_NOINLINE void scavenge(struct fa__tcache *tc)
                 fa__tc_retire(tc, s);
         }
     }
+    fa__tc_spare_age(tc, old);
     for (unsigned c = 1; c < FA_NUM_CLASSES; c++)
         tc->snap[c] = tc->heads[c];
     size_t sh = fa__tc_share();
@@ -199,6 +200,11 @@ static void *alloc_slow(struct fa__tcache *tc, unsigned cls)
         fa__tc_set_cur(tc, cls, g_span);
         tc->heads[cls] = fa__fl_next(g);
         return g;
+    }
+    if (fa__classes[cls].pages == 1 && (s = fa__tc_spare_take(tc, cls)) != NULL) {
+        p = fa__tc_take_free(tc, s, cls);
+        fa__tc_set_cur(tc, cls, s);
+        return p;
     }
     for (;;) {
         s = fa__central_take(cls);

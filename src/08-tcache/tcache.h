@@ -12,10 +12,6 @@
 #include "02-records/span.h"
 #include "06-large/large.h"
 
-/* A freelist shorter than this, on a span not cut to its end, is not taken
- * back inline (fa__tc_refill): the slow path cuts more blocks behind it. */
-#define FA_TC_REFILL_MIN 32u
-
 /* Remote frees wait in a thread's outbox, one span per class, until a
  * batch is full (either bound), the slot is needed for another span, all
  * batches together pass FA_TC_OUTBOX_ALL, or the thread scavenges, trims
@@ -71,6 +67,10 @@ struct fa__tcache {
      * on the global bound, which is within its share of it. */
     size_t kept_bytes;
     size_t max_bytes;
+    /* All-free spans of one page, of any class, linked through their link
+     * (newest first), counted in kept_bytes: the next span of one page of
+     * any class is cut from one of these (own.c, fa__tc_spare_take). */
+    struct fa__list spare;
     unsigned epoch;    /* scavenge epoch this cache last saw */
     /* Large blocks this thread freed, kept for its next large allocations
      * (06-large/large.h).  They have a share of their own (claim.c,
@@ -109,12 +109,9 @@ FA_INLINE void *fa__tc_refill(unsigned cls)
     if (s == NULL)
         return NULL;
     void *p = s->freelist;
-    /* A short list on a span still being cut: the slow path cuts more
-     * behind it, so that a loop with a window of live blocks does not come
-     * back here at every allocation (used counts the current span's one). */
-    uint32_t carved = s->carved;
-    if (p == NULL || (carved + 1 - s->used < FA_TC_REFILL_MIN && carved < fa__classes[cls].objs))
+    if (p == NULL)
         return NULL;
+    uint32_t carved = s->carved;
     /* The list's blocks, but those the slow paths put there, are the
      * thread's own frees: counted now (own.c, fold). */
     FA_COUNT_ADD(tc->n.frees[cls], carved + 1 - s->used - s->nonuser);

@@ -4,6 +4,8 @@
 #include "05-central/central.h"
 #include "06-large/large.h"
 #include "02-records/meta.h"
+#include "02-records/pagemap.h"
+#include "00-base/lock.h"
 #include "04-pageheap/pageheap.h"
 #include "08-tcache/tcache.h"
 
@@ -86,6 +88,67 @@ void fa__stats_collect(fa_stats_t *out)
 
 /* Lines formatted on the stack and written with fputs: the printer itself
  * allocates nothing (a FILE's buffer may, once). */
+/* Where the memory was when the allocator's resident bytes were highest
+ * (FASTALLOC_STATS only).  Every part is bytes; resident is their sum. */
+struct peak_parts {
+    size_t resident;
+    size_t in_use;     /* blocks handed out, small (at their class's size) and large */
+    size_t owned_free; /* free blocks in spans, and large blocks, that threads keep */
+    size_t central;    /* free blocks in the spans the central caches list */
+    size_t unpurged;   /* free page-heap pages not purged yet */
+    size_t metadata;   /* the allocator's records: written metadata, page-map pages */
+};
+static struct peak_parts at_peak;
+/* A sample is taken when the heap's resident bytes pass this: at most 1/64
+ * above the last sample, so that the last one is within that of the peak
+ * and a heap that grows to 1 GiB takes a few hundred samples. */
+static size_t peak_next;
+static fa__lock_t peak_lock = FA_LOCK_INIT;
+
+void fa__stats_peak_sample(void)
+{
+    if (!__atomic_load_n(&fa__opt.stats.on, __ATOMIC_RELAXED) ||
+        fa__ph_resident_bytes() < __atomic_load_n(&peak_next, __ATOMIC_RELAXED) || !fa__trylock(&peak_lock))
+        return;
+    fa_stats_t s; /* 5 KiB, with the class table */
+    fa__stats_collect(&s);
+    /* The parts as the heap's records give them, in bytes of spans and
+     * blocks, scaled down to the pages that are resident: a span's pages
+     * nobody touched yet count in its bytes, not in RSS.  The scaling is
+     * taken from the free parts only: blocks in use are taken to be
+     * resident. */
+    struct peak_parts q;
+    size_t blocks = s.in_spans + s.large, heap = blocks + s.dirty;
+    size_t res = fa__ph_heap_resident();
+    q.in_use = s.in_use < blocks ? s.in_use : blocks;
+    if (res < q.in_use)
+        res = q.in_use;
+    size_t central = s.central < blocks - q.in_use ? s.central : blocks - q.in_use;
+    size_t idle = heap - q.in_use, idle_res = res - q.in_use;
+    if (idle_res > idle)
+        idle_res = idle;
+    q.central = idle ? (size_t)((double)central * idle_res / idle) : 0;
+    q.unpurged = idle ? (size_t)((double)s.dirty * idle_res / idle) : 0;
+    q.owned_free = idle_res - q.central - q.unpurged;
+    q.metadata = fa__meta_used() + fa__pm_resident();
+    q.resident = q.in_use + idle_res + q.metadata;
+    if (q.resident > at_peak.resident)
+        at_peak = q;
+    __atomic_store_n(&peak_next, heap + (heap / 64 > ((size_t)64 << 10) ? heap / 64 : (size_t)64 << 10),
+                     __ATOMIC_RELAXED);
+    fa__unlock(&peak_lock);
+}
+
+/* At exit: a program that never grew its heap past the first sample's
+ * margin still gets one. */
+static void peak_sample_last(void)
+{
+    if (at_peak.resident != 0)
+        return;
+    __atomic_store_n(&peak_next, 0, __ATOMIC_RELAXED);
+    fa__stats_peak_sample();
+}
+
 struct printer {
     FILE *f;
     int err;
@@ -122,6 +185,10 @@ static void print_table(struct printer *p, const fa_stats_t *s)
         mib(s->thread_caches), s->threads, mib(s->thread_caches_claimed), mib(s->thread_caches_bound),
         mib(s->central));
     put(p, "  metadata   %.1f MiB\n", mib(s->metadata));
+    if (at_peak.resident != 0)
+        put(p, "  at peak    %.1f MiB resident: %.1f in use, %.1f owned free, %.1f central, %.1f unpurged, "
+               "%.1f metadata\n", mib(at_peak.resident), mib(at_peak.in_use), mib(at_peak.owned_free),
+            mib(at_peak.central), mib(at_peak.unpurged), mib(at_peak.metadata));
     put(p, "  %8s %12s %12s %7s %10s\n", "class", "in use", "allocs", "spans", "fast path");
     for (unsigned i = 0; i < s->nclasses; i++) {
         const struct fa_class_stats *k = &s->classes[i];
@@ -175,7 +242,12 @@ static void print_json(struct printer *p, const fa_stats_t *s)
             i ? ", " : "", name, q->object_size, q->live, q->free_local, q->free_global, q->bytes_os,
             q->bytes_peak, q->gets, q->puts);
     }
-    put(p, "]}\n");
+    put(p, "]");
+    if (at_peak.resident != 0)
+        put(p, ", \"at_peak\": {\"resident\": %zu, \"in_use\": %zu, \"owned_free\": %zu, \"central\": %zu, "
+               "\"unpurged\": %zu, \"metadata\": %zu}", at_peak.resident, at_peak.in_use, at_peak.owned_free,
+            at_peak.central, at_peak.unpurged, at_peak.metadata);
+    put(p, "}\n");
 }
 
 int fa__stats_print(FILE *out, int flags, const fa_stats_t *s)
@@ -201,6 +273,7 @@ __attribute__((destructor)) static void stats_at_exit(void)
 {
     if (!__atomic_load_n(&fa__opt.stats.on, __ATOMIC_RELAXED))
         return;
+    peak_sample_last();
     fa_stats_t s; /* 5 KiB, with the class table */
     fa__stats_collect(&s);
     if (fa__opt.stats.text[0] == '\0') {

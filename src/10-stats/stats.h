@@ -7,6 +7,10 @@
 #include "00-base/config.h"
 
 void fa__stats_collect(fa_stats_t *out) FA_HIDDEN;
+/* With FASTALLOC_STATS set, and the heap's resident bytes past the last
+ * sample's by a margin: sample where the memory is (printed at exit as
+ * "at peak").  Called from the allocation slow paths that grow the heap. */
+void fa__stats_peak_sample(void) FA_HIDDEN;
 /* The object pool layer, which sits above this one, gives the function
  * that fills the pools' statistics (at most max of them; returns how many
  * pools there are) when it creates its first pool. */

@@ -7,6 +7,7 @@
 #include "02-records/sizeclass.h"
 #include "08-tcache/tcache.h"
 #include "09-diag/debug.h"
+#include "10-stats/stats.h"
 #include "11-init/init.h"
 
 /* Past the refill: start-up, the diagnostic modes, the thread cache's slow
@@ -20,6 +21,7 @@ static FA_NOINLINE void *alloc_slower(size_t size)
     void *p = fa__tc_alloc_slow(size);
     if (p != NULL)
         fa__fl_hand_out(p, fa__classes[fa__size_to_class(size)].size);
+    fa__stats_peak_sample();
     return p;
 }
 
@@ -49,7 +51,9 @@ void *fa__api_alloc_large(size_t size, size_t align, bool zero)
     fa__ensure_init();
     if (FA_UNLIKELY(fa__diag_on()))
         return fa__api_alloc_diag(size, align, zero);
-    return fa__tc_alloc_large(size, align, zero);
+    void *p = fa__tc_alloc_large(size, align, zero);
+    fa__stats_peak_sample();
+    return p;
 }
 
 void fa__api_free_unmapped(void *p)
