@@ -187,10 +187,10 @@ def memory_table(mem: list[dict], lines: list[str]) -> Table:
             continue
         peak = m["at_peak"] or {}
         lean_kib = m["leanest_kib"]
+        excess = dict(PARTS).get(m["excess"]) or ("-" if m["ratio"] and m["ratio"] > 1.0 and not peak else "")
         t.body.append([m["workload"], fmt_part(m["fastalloc_kib"] and m["fastalloc_kib"] * 1024),
                        m["leanest"] or "-", fmt_part(lean_kib and lean_kib * 1024), fmt_ratio(m["ratio"])]
-                      + [fmt_part(peak.get(k)) for k, _ in PARTS] + [fmt_part(m["other_bytes"])]
-                      + [m["excess"] or ("-" if m["ratio"] and m["ratio"] > 1.0 and not peak else "")])
+                      + [fmt_part(peak.get(k)) for k, _ in PARTS] + [fmt_part(m["other_bytes"]), excess])
     t.notes.append("MiB. fastalloc MiB, its MiB: the highest peak RSS of the rounds (ru_maxrss) of "
                    "fastalloc and of the leanest peer (of " + ", ".join(LEAN_PEERS) + "); ratio: "
                    "fastalloc's over the peer's. The parts: fastalloc's resident bytes split where "
