@@ -99,25 +99,26 @@ def at_peak_of(w: Workload, runs: list[RunResult]) -> tuple[dict | None, int | N
 
 
 def memory_rows(workloads: list[Workload], rows_by: dict, runs: list[RunResult]) -> list[dict]:
-    """One entry per malloc workload that fastalloc ran: its peak RSS, the
-    leanest peer's, the ratio, the parts at fastalloc's peak, "other" (peak
-    RSS less the allocator's resident bytes: the program, its libraries,
-    the harness) and the part that holds the excess.  Rows of fastalloc's
-    own APIs (a label) are left out: no peer runs them."""
+    """One entry per malloc workload: fastalloc's peak RSS, the leanest
+    peer's, the ratio, the parts at fastalloc's peak, "other" (peak RSS
+    less the allocator's resident bytes: the program, its libraries, the
+    harness) and the part that holds the excess; and every allocator's peak
+    RSS.  Rows of fastalloc's own APIs (a label) are left out: no peer runs
+    them.  A workload that fastalloc did not run (--allocators) has an entry
+    too, with "fastalloc" false, for a --lib allocator's summary line."""
     out = []
     for w in workloads:
-        if w.kind != "alloc" or w.label:
+        if w.kind != "alloc" or w.label or not rows_by.get(w.name):
             continue
-        rows = rows_by.get(w.name, [])
-        fa = next((r for r in rows if r["allocator"] == "fastalloc"), None)
-        if fa is None:
-            continue
+        rows = rows_by[w.name]
+        fa = next((r for r in rows if r["allocator"] == "fastalloc"),
+                  {"failed": 0, "runs": 0, "errors": [], "maxrss_kib": None})
         lean = leanest(rows)
-        m = {"workload": w.name, "failed": fa["failed"], "runs": fa["runs"], "errors": fa["errors"],
-             "fastalloc_kib": fa["maxrss_kib"], "leanest": lean["name"] if lean else None,
-             "leanest_kib": lean["maxrss_kib"] if lean else None, "ratio": None,
-             "at_peak": None, "other_bytes": None, "excess": None,
-             # every allocator's peak RSS, for the summary lines (a failed row: None)
+        m = {"workload": w.name, "fastalloc": bool(fa["runs"]), "failed": fa["failed"], "runs": fa["runs"],
+             "errors": fa["errors"], "fastalloc_kib": fa["maxrss_kib"],
+             "leanest": lean["name"] if lean else None, "leanest_kib": lean["maxrss_kib"] if lean else None,
+             "ratio": None, "at_peak": None, "other_bytes": None, "excess": None,
+             # every allocator's peak RSS, for the summary lines (not a row with a failed run)
              "peak_kib": {r["name"]: r["maxrss_kib"] for r in rows if not r["failed"] and r["maxrss_kib"]}}
         if not fa["failed"] and fa["maxrss_kib"] and lean:
             m["ratio"] = fa["maxrss_kib"] / lean["maxrss_kib"]
@@ -150,7 +151,7 @@ def memory_lines(mem: list[dict]) -> list[str]:
     build before a change, so that both figures come from one run), and
     each peer's own figure (glibc's is not 1.00x where another peer is
     leaner somewhere)."""
-    lines = []
+    lines, counts = [], []
     names = list(dict.fromkeys(n for m in mem for n in m["peak_kib"]))
     extras = [n for n in names if n not in LEAN_PEERS and n not in ("fastalloc", SECURE)]
     for name in ["fastalloc"] + extras:
@@ -158,14 +159,14 @@ def memory_lines(mem: list[dict]) -> list[str]:
         if g is not None:
             lines.append(f"{name} peak RSS vs the leanest peer of each workload, geometric mean over "
                          f"{n} {'workload' if n == 1 else 'workloads'}: {g:.2f}x")
+            counts.append(n)
     if not lines:
         return lines
-    n_fa = lean_geomean(mem, "fastalloc")[1]
     peers = []
     for name in [n for n in LEAN_PEERS if n in names]:
         g, n = lean_geomean(mem, name)
-        if g is not None:
-            peers.append(f"{name} {g:.2f}x" + (f" ({n} workloads)" if n != n_fa else ""))
+        if g is not None:  # over other workloads than the line above: say how many
+            peers.append(f"{name} {g:.2f}x" + (f" ({n} workloads)" if n != counts[0] else ""))
     if peers:
         lines.append("the peers' peak RSS vs the leanest peer of each workload, geometric mean: "
                      + ", ".join(peers))
@@ -181,7 +182,7 @@ def memory_table(mem: list[dict], lines: list[str]) -> Table:
     header = ["workload", "fastalloc MiB", "leanest peer", "its MiB", "ratio"] + \
         [h for _, h in PARTS] + ["other", "holds the excess"]
     t = Table("memory", header, [], left=(0, 2, len(header) - 1))
-    for m in mem:
+    for m in (m for m in mem if m["fastalloc"]):
         if m["failed"]:
             t.body.append([m["workload"], f"FAILED {m['failed']}/{m['runs']} runs: {'; '.join(m['errors'])}"])
             continue
@@ -203,7 +204,7 @@ def memory_table(mem: list[dict], lines: list[str]) -> Table:
                    "less their sum (the program, its libraries, the harness). holds the excess: where "
                    "fastalloc's peak RSS is above the leanest peer's, the largest of owned free, "
                    "central, unpurged and metadata.")
-    if mem and not any(m["at_peak"] for m in mem):
+    if not any(m["at_peak"] for m in mem):
         t.notes.append("No parts: this fastalloc writes no at_peak in its statistics, or its runs "
                        "left no file.")
     t.notes += lines

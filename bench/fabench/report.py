@@ -61,7 +61,7 @@ def report_results(plan: Plan, skipped, suite: Suite, meta: dict, out_dir: Path,
     summary = add_checks(tables, plan.workloads, rows_by, mem_lines)
     plots, plot_note = make_plots(out_dir, plan.workloads, rows_by, [a.name for a in plan.allocs])
     add_plots(tables, plots)
-    if mem:  # the last table: it sums up the peak RSS of all the others
+    if any(m["fastalloc"] for m in mem):  # the last table: it sums up the peak RSS of the others
         tables.append(memory_table(mem, mem_lines))
     grouped = group_failures(suite.failures)
     print_results(tables, summary, skipped, plot_note, suite.failures, grouped, why_no_callgrind)
