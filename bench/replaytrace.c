@@ -58,6 +58,10 @@ static bool record(const char *path, char **realprog_argv)
             dup2(null, 1);
             setenv("LD_PRELOAD", lib, 1);
             setenv("FASTALLOC_TRACE", tmp, 1);
+            /* The recording is not the run measured: its processes must
+             * not leave statistics beside the replay's (run.py reads them
+             * for the memory table). */
+            unsetenv("FASTALLOC_STATS");
             execv(realprog_argv[0], realprog_argv);
             _exit(127);
         }

@@ -12,6 +12,8 @@ library only).
     stats       medians, ratios, and how numbers are written
     tables      the result tables (terminal and Markdown layout)
     checks      fa_pool's targets, the objpool-rss checks, the summary lines
+    memory      fastalloc's statistics at its peak (FASTALLOC_STATS), the
+                memory table, the peak RSS lines against the leanest peer
     plots       gnuplot SVGs
     report      the terminal output after the runs, report.md, results.json
 

@@ -204,11 +204,13 @@ def table_geomeans(tname: str, workloads: list[Workload], rows_by: dict) -> list
     return lines
 
 
-def add_checks(tables: list[Table], workloads: list[Workload], rows_by: dict) -> list[str]:
+def add_checks(tables: list[Table], workloads: list[Workload], rows_by: dict,
+               memory: list[str] = ()) -> list[str]:
     """Puts fa_pool's targets under the objpool-shuffle table, the RSS
     checks under objpool-rss, and fastalloc's geometric means under the
-    tables of GEOMEAN_TABLES.  Returns the summary lines."""
-    summary = summary_lines(workloads, rows_by)
+    tables of GEOMEAN_TABLES.  Returns the summary lines; memory (the peak
+    RSS lines, memory.memory_lines) go right after the time ones."""
+    summary = summary_lines(workloads, rows_by) + list(memory)
     for tname in GEOMEAN_TABLES:
         lines = table_geomeans(tname, workloads, rows_by)
         summary += lines

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .allocators import git_revision
 from .checks import add_checks
+from .memory import memory_lines, memory_rows, memory_table
 from .plots import make_plots
 from .runner import Suite, group_failures
 from .stats import fmt_clock, summarize_all
@@ -55,15 +56,19 @@ def report_results(plan: Plan, skipped, suite: Suite, meta: dict, out_dir: Path,
     writes report.md and results.json into out_dir."""
     rows_by = summarize_all(plan.workloads, plan.allocs, suite.runs)
     tables = build_tables(plan.workloads, plan.allocs, suite.runs, rows_by, why_no_callgrind)
-    summary = add_checks(tables, plan.workloads, rows_by)
+    mem = memory_rows(plan.workloads, rows_by, suite.runs)
+    mem_lines = memory_lines(mem)
+    summary = add_checks(tables, plan.workloads, rows_by, mem_lines)
     plots, plot_note = make_plots(out_dir, plan.workloads, rows_by, [a.name for a in plan.allocs])
     add_plots(tables, plots)
+    if any(m["fastalloc"] for m in mem):  # the last table: it sums up the peak RSS of the others
+        tables.append(memory_table(mem, mem_lines))
     grouped = group_failures(suite.failures)
     print_results(tables, summary, skipped, plot_note, suite.failures, grouped, why_no_callgrind)
     report = out_dir / "report.md"
     write_report(report, meta, plan.allocs, skipped, tables, summary, grouped, plan.quick, plot_note,
                  why_no_callgrind)
-    write_results_json(out_dir / "results.json", meta, plan, skipped, rows_by, suite.runs)
+    write_results_json(out_dir / "results.json", meta, plan, skipped, rows_by, suite.runs, mem)
     print(f"\nwrote {report}, {out_dir / 'results.json'}"
           f"{' and ' + str(sum(len(v) for v in plots.values())) + ' plots' if plots else ''} "
           f"({fmt_clock(meta['elapsed_s'])})", file=sys.stderr)
@@ -154,6 +159,25 @@ TABLE_INTRO = {
     "larson": "Larson-style server: each lineage keeps 1,000 live objects of 10..1,000 B, replaces a "
               "random one per operation, and hands its array to a new thread every 20,000 operations "
               "(the old thread exits).",
+    "many-classes": "One thread with about 1 MiB live over many size classes, as the espresso logic "
+                    "minimizer keeps its heap: 4,000 slots; each step picks one at random and frees its "
+                    "block, or, when it is empty, puts there a new block of 16..127 B (60%), 128..1023 B "
+                    "(30%) or 1..8 KiB (10%), written whole. About half the slots are full: 1.3 MiB "
+                    "live, 1.5 MiB at the peak (peak live: the most bytes asked for and not yet freed). "
+                    "median = ns per step (lower is better); the peak RSS column is the point of it: "
+                    "what the allocator needs around so little live data (the memory table).",
+    "threads-random-small": "The loop of glibc's bench-malloc-thread (mimalloc-bench's glibc-thread): "
+                            "each thread keeps 1,024 blocks and replaces a random one per iteration "
+                            "by a new block of 8 B..4 KiB, the sizes inverse-square distributed (1/size "
+                            "uniform: half under 16 B, mean 50 B). A fixed number of iterations per thread "
+                            "instead of glibc's fixed time. 4 threads on {cpus} CPUs: oversubscribed "
+                            "there. median = iterations (free + malloc) per second, all threads together.",
+    "memory": "Where fastalloc's memory goes, one row per workload of the tables above (fastalloc's own "
+              "APIs left out): its peak RSS against the leanest peer's (the lowest peak RSS of glibc, "
+              "jemalloc, tcmalloc and mimalloc on that row), and its resident bytes split into parts "
+              "where they stood at their highest, as fastalloc itself sampled them "
+              "(FASTALLOC_STATS=json:PATH, the \"at_peak\" object, which run.py sets for fastalloc's "
+              "runs). \"-\": no parts (a build that does not write them, or a run that left no file).",
     "rss-after-peak": "4 threads build a 1 GiB peak of 16..1024 B blocks, free it all and exit; the "
                       "process then stays idle (no allocator call) and VmRSS is sampled every 100 ms. "
                       "median = VmRSS 5 s after the last free (lower is better).",
@@ -237,8 +261,10 @@ def table_section(t: Table, cpus) -> list[str]:
     return lines
 
 
-def write_results_json(path: Path, meta: dict, plan: Plan, skipped, rows_by: dict, runs) -> None:
-    """Every single run (its output, its value, its peak RSS) and every row."""
+def write_results_json(path: Path, meta: dict, plan: Plan, skipped, rows_by: dict, runs,
+                       mem: list[dict] = ()) -> None:
+    """Every single run (its output, its value, its peak RSS; fastalloc's:
+    the parts at its peak), every row, and the memory table's rows."""
     raw = {"meta": meta,
            "allocators": [vars(a) for a in plan.allocs],
            "skipped": [{"name": n, "why": why} for n, why in skipped],
@@ -248,5 +274,6 @@ def write_results_json(path: Path, meta: dict, plan: Plan, skipped, rows_by: dic
                          for w in plan.workloads],
            "summary": [{k: v for k, v in r.items() if k != "median_output"}
                        for rows in rows_by.values() for r in rows],
+           "memory": list(mem),
            "runs": [vars(r) for r in runs]}
     path.write_text(json.dumps(raw, indent=1) + "\n")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .allocators import Allocator
+from .memory import STATS_VAR, read_at_peak, stats_value
 from .programs import Programs, is_ours
 from .stats import fmt_clock, fmt_count, fmt_num, fmt_rss
 from .verify import check_report
@@ -37,6 +38,10 @@ class RunResult:
     error: str = ""
     output: dict = field(default_factory=dict)
     stderr_tail: str = ""
+    # fastalloc's runs: where its resident bytes were at their peak (the
+    # memory table; memory.py), and how many processes wrote statistics.
+    at_peak: dict | None = None
+    stats_files: int | None = None
 
 
 def parse_output(text: str) -> dict:
@@ -184,6 +189,8 @@ class Runner:
             argv = [a if not a.startswith("--callgrind-out-file=") else "--callgrind-out-file=/tmp/cg.out"
                     for a in argv]
         pre = f"LD_PRELOAD={shlex.quote(alloc.lib)} " if alloc.lib else ""
+        if self._stats_wanted(w, alloc):  # as the run had it: its peak sampling is on
+            pre = f"{STATS_VAR}={shlex.quote(stats_value('/tmp') or '')} " + pre
         return pre + " ".join(shlex.quote(a) for a in argv)
 
     def run(self, w: Workload, alloc: Allocator, argv: list[str], rnd: int, timeout: float) -> RunResult:
@@ -193,18 +200,34 @@ class Runner:
             res.error = (f"not run: {', '.join(missing)} not found on PATH "
                          f"(apt-get install -y {' '.join(missing)})")
             return res
+        stats_dir = self._stats_dir(w, alloc)
         try:
-            self._run(res, w, alloc, argv, timeout)
+            self._run(res, w, alloc, argv, timeout, stats_dir)
+            res.ok = True
         except RunFailed as e:
             res.error = str(e)
-            return res
-        res.ok = True
+        finally:
+            if stats_dir:  # what the run left, failed or not, is read, then removed
+                res.at_peak, res.stats_files = read_at_peak(stats_dir)
+                shutil.rmtree(stats_dir, ignore_errors=True)
         return res
 
-    def _run(self, res: RunResult, w: Workload, alloc: Allocator, argv: list[str], timeout: float):
+    @staticmethod
+    def _stats_wanted(w: Workload, alloc: Allocator) -> bool:
+        """fastalloc's runs write their statistics (FASTALLOC_STATS) for the
+        memory table; not its hardened build, not a --lib build, and not
+        the instruction counts."""
+        return w.kind == "alloc" and alloc.name == "fastalloc"
+
+    def _stats_dir(self, w: Workload, alloc: Allocator) -> str | None:
+        """A fresh folder for the statistics of one run, or None."""
+        return tempfile.mkdtemp(prefix="stats-", dir=self.tmpdir) if self._stats_wanted(w, alloc) else None
+
+    def _run(self, res: RunResult, w: Workload, alloc: Allocator, argv: list[str], timeout: float,
+             stats_dir: str | None):
         """Fills res step by step and raises RunFailed at the first check that
         fails; what was filled in until then stays (results.json shows it)."""
-        done = self._execute(*self._command(w, alloc, argv), timeout)
+        done = self._execute(*self._command(w, alloc, argv, stats_dir), timeout)
         stderr = done.stderr
         if w.kind == "callgrind":  # valgrind's banner is noise: keep the program's lines
             stderr = "\n".join(l for l in stderr.splitlines() if not l.startswith("=="))
@@ -233,21 +256,27 @@ class Runner:
         if not math.isfinite(res.value):
             raise RunFailed(f"'{w.metric}' is not a finite number: {value}")
 
-    def _command(self, w: Workload, alloc: Allocator, argv: list[str]) -> tuple[list[str], dict]:
+    def _command(self, w: Workload, alloc: Allocator, argv: list[str],
+                 stats_dir: str | None = None) -> tuple[list[str], dict]:
         """The command line and environment of one run.  The preload is set
-        for the program only: runwrap takes it as an option."""
+        for the program only: runwrap takes it as an option.  With a
+        stats_dir, FASTALLOC_STATS too (in place of any value of the
+        caller's; the other FASTALLOC_* variables pass through as they are)."""
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)
+        settings = [f"LD_PRELOAD={alloc.lib}"] if alloc.lib else []
+        stats = stats_value(stats_dir) if stats_dir else None
+        if stats:
+            settings.append(f"{STATS_VAR}={stats}")
         argv = self.wrap(w, argv)
         for stale in (self.rusage_file, self.callgrind_file):
             if os.path.exists(stale):
                 os.unlink(stale)
         if self.runwrap:
-            pre = ["-e", f"LD_PRELOAD={alloc.lib}"] if alloc.lib else []
+            pre = [x for kv in settings for x in ("-e", kv)]
             return [str(self.runwrap)] + pre + [self.rusage_file] + argv, env
         # Fallback: ru_maxrss then includes this Python process's peak.
-        if alloc.lib:
-            env["LD_PRELOAD"] = alloc.lib
+        env.update(kv.split("=", 1) for kv in settings)
         return argv, env
 
     def _execute(self, cmd: list[str], env: dict, timeout: float) -> Finished:

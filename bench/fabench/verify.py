@@ -242,6 +242,38 @@ def expect_threadchurn(o: dict, out: dict) -> list[str]:
     return r.problems
 
 
+def expect_manyclasses(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    slots, steps = count(o.get("slots", 4000)), count(o.get("steps", "5M"))
+    # Which steps allocate depends on the random sequence, but each step
+    # either frees a block or allocates one, a block is only freed after it
+    # was allocated, and at most slots blocks are live at the end.
+    allocs, frees = out.get("allocs"), out.get("frees")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (allocs, frees)) \
+            or allocs + frees != steps or not frees <= allocs <= frees + slots:
+        r.problems.append(f"allocs = {allocs!r}, frees = {frees!r}: expected allocs + frees = {steps} "
+                          f"steps and frees <= allocs <= frees + {slots} slots")
+        return r.problems
+    r.equal("blocks", allocs, "every block allocated, checked before its free")
+    r.equal("full", -(-allocs // 16), f"every 16th of {allocs} blocks")
+    r.bytes_of_full(16, 8192)
+    peak = out.get("peak_live_bytes")
+    if isinstance(peak, bool) or not isinstance(peak, int) or not 16 <= peak <= slots * 8192:
+        r.problems.append(f"peak_live_bytes = {peak!r}, expected 16..{slots * 8192} ({slots} slots of at most 8 KiB)")
+    return r.problems
+
+
+def expect_randsmall(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    t, slots, iters = count(o.get("threads", 2)), count(o.get("slots", 1024)), count(o.get("iters", "5M"))
+    lo, hi = count(o.get("min", 8)), count(o.get("max", 4096))
+    n = slots + iters   # blocks each thread allocates, and checks before their free
+    r.equal("blocks", t * n, f"{t} threads x ({slots} slots + {iters} iterations)")
+    r.equal("full", t * -(-n // 16), f"every 16th of {t} x {n} blocks")
+    r.bytes_of_full(lo, hi)
+    return r.problems
+
+
 @functools.lru_cache(maxsize=8)
 def reallocgrow_work(seed: int, threads: int, objects: int, rounds: int, max_kib: int) -> dict[str, int]:
     """What reallocgrow does for its command line, computed as reallocgrow.c
@@ -382,6 +414,8 @@ EXPECT: dict[str, Callable[[dict, dict], list[str]]] = {
     "manythreads": expect_manythreads,
     "largechurn": expect_largechurn,
     "threadchurn": expect_threadchurn,
+    "manyclasses": expect_manyclasses,
+    "randsmall": expect_randsmall,
     "reallocgrow": expect_reallocgrow,
     "realprog": expect_realprog,
     "replaytrace": expect_replaytrace,

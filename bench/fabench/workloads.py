@@ -262,6 +262,28 @@ WORKLOADS: list[Workload] = [
              title="2 threads x 1,024 slots of 9 B..32 KiB, each thread its own, none replaced; 10 rounds",
              rounds=(10, 0)),
 
+    # -- 6b. one thread, about 1 MiB live over many size classes, as the
+    #    espresso logic minimizer keeps its heap: a random slot's block freed,
+    #    or a new one put there.
+    Workload("onethread-many-classes", "manyclasses", ("--slots", "4000", "--steps", "{steps}"),
+             params={"steps": "5M"}, quick={"steps": "100k"},
+             metric="ns_per_step", unit="ns/step", table="many-classes",
+             extras=(("peak_live_kib", "peak live", "kib"),),
+             title="1 thread, 4,000 slots: a random one's block freed, or a new one of 16..127 B (60%), "
+                   "128..1023 B (30%) or 1..8 KiB (10%) written whole; about 1.5 MiB live at the peak"),
+
+    # -- 6c. glibc's bench-malloc-thread loop (mimalloc-bench's glibc-thread):
+    #    each thread replaces random blocks of its 1,024, sizes inverse-square
+    #    distributed over 8 B..4 KiB (most of them small).
+    *[Workload(f"threads-random-small-{t}t", "randsmall",
+               ("--threads", str(t), "--slots", "1024", "--iters", "{iters}", "--min", "8", "--max", "4096"),
+               params={"iters": "10M"}, quick={"iters": "50k"},
+               metric="ops_per_s", unit="M ops/s", higher_is_better=True, scale=1e-6,
+               table="threads-random-small", threads=t,
+               title=f"{t} threads x 1,024 blocks, each iteration a random one freed and replaced by one "
+                     "of 8 B..4 KiB (1/size uniform: half under 16 B); 10M iterations per thread")
+      for t in (2, 4)],
+
     # -- 9. rss-after-peak
     Workload("rss-after-peak", "rsspeak",
              ("--threads", "4", "--peak-mib", "{peak}", "--min", "16", "--max", "1024",
