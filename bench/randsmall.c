@@ -9,7 +9,7 @@
  * frees its block, and puts a new block there.  The sizes follow an inverse
  * square law between --min and --max bytes, as glibc's benchmark draws
  * them: 1/size is uniform between 1/max and 1/min, so most blocks are small
- * (8..4096 B: half of them under 16 B, mean about 50 B, 1 in 73 above 512 B).  Like glibc's,
+ * (8..32768 B: half of them under 16 B, mean about 67 B, 1 in 65 above 512 B).  Like glibc's,
  * the sizes come from a table drawn once (4,096 of them) that the threads
  * index at random, so an iteration draws one random number and does no
  * division.  The threads start together (a barrier); the run lasts from the
@@ -35,7 +35,7 @@ static const char usage[] =
     "  --threads  threads, each with its own blocks (default 2)\n"
     "  --slots    blocks each thread keeps (default 1024)\n"
     "  --iters    iterations per thread: a random block freed and replaced (default 5M)\n"
-    "  --min, --max  sizes, inverse square between them (default 8..4096; min >= 8)\n"
+    "  --min, --max  sizes, inverse square between them (default 8..32768; min >= 8)\n"
     "  --seed     the random sequences (default 1)\n";
 
 #define NSIZES 4096 /* the table of sizes, a power of two */
@@ -60,7 +60,7 @@ static struct {
     int threads;
     size_t slots, min, max;
     uint64_t iters, seed;
-} opt = {.threads = 2, .slots = 1024, .min = 8, .max = 4096, .iters = 5000000, .seed = 1}, cfg;
+} opt = {.threads = 2, .slots = 1024, .min = 8, .max = 32768, .iters = 5000000, .seed = 1}, cfg;
 
 static const struct bench_opt opts[] = {INT_OPT("threads", &opt.threads), SIZE_OPT("slots", &opt.slots),
                                         COUNT_OPT("iters", &opt.iters), SIZE_OPT("min", &opt.min),

@@ -168,8 +168,8 @@ TABLE_INTRO = {
                     "what the allocator needs around so little live data (the memory table).",
     "threads-random-small": "The loop of glibc's bench-malloc-thread (mimalloc-bench's glibc-thread): "
                             "each thread keeps 1,024 blocks and replaces a random one per iteration "
-                            "by a new block of 8 B..4 KiB, the sizes inverse-square distributed (1/size "
-                            "uniform: half under 16 B, mean 50 B). A fixed number of iterations per thread "
+                            "by a new block of 8 B..32 KiB, the sizes inverse-square distributed (1/size "
+                            "uniform: half under 16 B, mean 67 B). A fixed number of iterations per thread "
                             "instead of glibc's fixed time. 4 threads on {cpus} CPUs: oversubscribed "
                             "there. median = iterations (free + malloc) per second, all threads together.",
     "memory": "Where fastalloc's memory goes, one row per workload of the tables above (fastalloc's own "
