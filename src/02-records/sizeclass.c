@@ -14,8 +14,8 @@ struct fa__class_info fa__classes[FA_NUM_CLASSES];
 #define LIST_MIN 32u
 #define LIST_MAX 256u
 #define LIST_BYTES (1u << 20)
-#define SPAN_MIN_BYTES FA_PAGE_SIZE
-#define SPAN_MIN_BLOCKS 2u
+#define SPAN_MIN_BYTES ((size_t)32 << 10)
+#define SPAN_MIN_BLOCKS 8u
 
 static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 static uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
@@ -24,16 +24,14 @@ static void fill_class(unsigned c, uint32_t size)
 {
     struct fa__class_info *ci = &fa__classes[c];
     ci->size = size;
-    /* Spans of one page, or two blocks where a block is more than half a
-     * page.  Each class a thread uses holds at least one span, so the span
-     * is the unit of what a class holds idle: a program of one thread that
-     * uses 56 classes with a few blocks live in each held 32 KiB spans,
-     * mostly free, where the blocks it used needed a page or two
-     * (docs/HISTORY.md, #24).  A span of small blocks still holds many (512
-     * of 16 B, 64 of 128 B), so the page heap sees a span go and come back
-     * once per hundreds of allocations; a span of two large blocks goes back
-     * to the page heap as soon as both are free, where any class can take
-     * its pages. */
+    /* Spans of at least 32 KiB (or 8 blocks), but no more than 256 KiB
+     * worth of blocks: big enough that a program churning a few megabytes
+     * does not hand spans back and forth with the page heap every few
+     * blocks, and that span records stay few.  Only what is cut from a
+     * span is touched (08-tcache/own.c), so a class a thread uses for a few
+     * blocks holds a page or two of its span in memory, not 32 KiB.  Spans
+     * of one page cost a third more time in a benchmark of 1 KiB strings
+     * and half more in a shuffled one of mixed sizes (#24, docs/HISTORY.md). */
     uint32_t want = min_u32(SPAN_MIN_BLOCKS, max_u32(1, (uint32_t)(FA_MAX_SMALL / size)));
     size_t bytes = (size_t)size * want;
     if (bytes < SPAN_MIN_BYTES)
@@ -48,6 +46,7 @@ static void fill_class(unsigned c, uint32_t size)
     ci->objs = (uint32_t)((pages * FA_PAGE_SIZE) / size);
     if (ci->objs > UINT16_MAX) /* a span counts its blocks in 16 bits */
         fa__fatal("fastalloc: internal error: class of %u bytes has %u blocks a span", size, ci->objs);
+    ci->carve_min = max_u32(1, min_u32(FA_CARVE_MIN_BLOCKS, FA_CARVE_MIN_BYTES / size));
     ci->max_list = max_u32(LIST_MIN, min_u32(LIST_MAX, LIST_BYTES / size));
     ci->recip = ((uint64_t)1 << 42) / size + 1;
 }

@@ -28,10 +28,17 @@
 extern uint8_t fa__class_small[FA_SMALL_TABLE_MAX + 1] FA_HIDDEN;
 extern uint8_t fa__class_large[FA_MAX_SMALL / 128 + 1] FA_HIDDEN;
 
+#define FA_CARVE_MIN_BLOCKS 32u
+#define FA_CARVE_MIN_BYTES 4096u
+
 struct fa__class_info {
     uint32_t size;     /* bytes of each block */
     uint32_t pages;    /* pages in one span of this class */
     uint32_t objs;     /* blocks in one span */
+    /* The shortest freelist the thread cache takes back while the span
+     * still has blocks to cut, and the fewest blocks it cuts at once: 32,
+     * or fewer where 32 would pass FA_CARVE_MIN_BYTES (08-tcache/own.c). */
+    uint32_t carve_min;
     uint32_t max_list; /* slack in fa__tc_seen_free's bound on heads[] (sizeclass.c) */
     /* 2^42 / size, rounded up: an offset into a span (below 2^22) divided
      * by size is (offset * recip) >> 42, exactly (the error stays below

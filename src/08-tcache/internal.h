@@ -56,10 +56,10 @@ void fa__tc_retire(struct fa__tcache *tc, struct fa__span *s) FA_HIDDEN;
 void fa__tc_disown(struct fa__tcache *tc, struct fa__span *s) FA_HIDDEN;
 /* Retire kept spans until the cache keeps at most limit bytes. */
 void fa__tc_shed_kept(struct fa__tcache *tc, size_t limit) FA_HIDDEN;
-/* A spare page of tc's made a span of cls that tc owns, all free, nothing
+/* A spare span of tc's made a span of cls that tc owns, all free, nothing
  * cut; NULL when there is none. */
 struct fa__span *fa__tc_spare_take(struct fa__tcache *tc, unsigned cls) FA_HIDDEN;
-/* Retire the spare pages no allocation took since the scavenge before old. */
+/* Retire the spare spans no allocation took since the scavenge before old. */
 void fa__tc_spare_age(struct fa__tcache *tc, unsigned old) FA_HIDDEN;
 /* s, which nothing free is left in, is detached (true), unless a remote
  * free came meanwhile (false: tc keeps it). */

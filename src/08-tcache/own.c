@@ -20,15 +20,13 @@
  * benchmark's allocations slower (docs/HISTORY.md). */
 #define CARVE_BYTES 4096u
 
-/* Fewest blocks a span of a class holds for the thread to keep it all free
- * (fa__tc_keep). */
-#define KEEP_MIN_BLOCKS 8u
 
 /* Cut blocks off s, followed by tail; returns the first. */
 static void *carve(struct fa__span *s, void *tail)
 {
-    uint32_t n = CARVE_BYTES / fa__classes[s->cls].size;
-    return fa__span_carve(s, n > 0 ? n : 1, tail);
+    const struct fa__class_info *ci = &fa__classes[s->cls];
+    uint32_t n = CARVE_BYTES / ci->size;
+    return fa__span_carve(s, n < ci->carve_min ? ci->carve_min : n, tail);
 }
 
 static size_t span_bytes(const struct fa__span *s)
@@ -124,7 +122,7 @@ void fa__tc_disown(struct fa__tcache *tc, struct fa__span *s)
     fa__central_put(s);
 }
 
-/* s, a spare page of tc's, goes to the page heap. */
+/* s, a spare span of tc's, goes to the page heap. */
 static void spare_retire(struct fa__tcache *tc, struct fa__span *s)
 {
     fa__tc_unkeep(tc, s);
@@ -156,8 +154,8 @@ struct fa__span *fa__tc_spare_take(struct fa__tcache *tc, unsigned cls)
     return s;
 }
 
-/* Retire kept spans until the cache keeps at most limit bytes: the spare
- * pages first, the oldest first. */
+/* Retire kept spans until the cache keeps at most limit bytes: the spares
+ * first, the oldest first. */
 void fa__tc_shed_kept(struct fa__tcache *tc, size_t limit)
 {
     while (tc->kept_bytes > limit && !fa__list_empty(&tc->spare))
@@ -177,23 +175,17 @@ void fa__tc_shed_kept(struct fa__tcache *tc, size_t limit)
 void fa__tc_keep(struct fa__tcache *tc, struct fa__span *s)
 {
     size_t bytes = span_bytes(s);
-    /* A span of one page becomes a spare page of the thread's, which the
-     * next span of any class of one page is cut from (fa__tc_spare_take):
-     * a program whose blocks move from class to class reuses the pages
-     * that one class gave up, with no trip to the page heap.  A span kept
-     * for its class alone waits for that class: a program of one thread
-     * that kept its all-free spans so held a quarter of its heap in spans
-     * of classes it was not allocating from (#24).
-     * Larger spans are kept only as the class's one span, and only for a
-     * class of many blocks a span: a second span of a class, or a span of a
-     * few large blocks, goes to the page heap at once, where any class and
-     * any thread can take its pages.  The hardened build keeps its spans
-     * in their class, blocks in their random order. */
-    bool spare = !FA_SECURE && s->npages == 1;
-    if (!FA_SECURE && !spare && (tc->nspans[s->cls] > 1 || fa__classes[s->cls].objs < KEEP_MIN_BLOCKS)) {
-        fa__tc_retire(tc, s);
-        return;
-    }
+    /* A span of FA_SPARE_PAGES pages (every class up to 4 KiB) becomes a
+     * spare of the thread's, which the next such span of any class is cut
+     * from (fa__tc_spare_take): a program whose blocks move from class to
+     * class reuses the pages that one class gave up, with no trip to the
+     * page heap.  A span kept for its class alone waits for that class
+     * (#24).  Other spans are kept in their class; so are the hardened
+     * build's, their blocks in their random order.  Keeping only one
+     * all-free span a class, and sending the rest to the page heap, made a
+     * program that frees and allocates again 1,024 blocks of up to 32 KiB
+     * 1.4 times slower (docs/HISTORY.md, #24). */
+    bool spare = !FA_SECURE && s->npages == FA_SPARE_PAGES;
     if (tc->kept_bytes + bytes > tc->max_bytes) {
         size_t need = tc->kept_bytes + bytes - tc->max_bytes;
         need = (need + FA_TC_CLAIM_STEP - 1) & ~(FA_TC_CLAIM_STEP - 1);
@@ -270,6 +262,11 @@ void *fa__tc_take_free(struct fa__tcache *tc, struct fa__span *s, unsigned cls)
         fa__tc_fold(tc, s, n);
         s->freelist = NULL;
         s->used = s->carved + bias;
+        /* A short list from a span still being cut: cut more behind it, so
+         * that a loop that frees and allocates a few blocks does not come
+         * back here every few allocations. */
+        if (n < ci->carve_min && s->carved < ci->objs)
+            head = carve(s, head);
     } else if (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) != 0) {
         head = (void *)__atomic_exchange_n(&s->xfree, 0, __ATOMIC_ACQUIRE);
     } else if (s->carved < ci->objs) {

@@ -201,7 +201,7 @@ static void *alloc_slow(struct fa__tcache *tc, unsigned cls)
         tc->heads[cls] = fa__fl_next(g);
         return g;
     }
-    if (fa__classes[cls].pages == 1 && (s = fa__tc_spare_take(tc, cls)) != NULL) {
+    if (fa__classes[cls].pages == FA_SPARE_PAGES && (s = fa__tc_spare_take(tc, cls)) != NULL) {
         p = fa__tc_take_free(tc, s, cls);
         fa__tc_set_cur(tc, cls, s);
         return p;

@@ -12,6 +12,11 @@
 #include "02-records/span.h"
 #include "06-large/large.h"
 
+/* The span length of every class up to 4 KiB (02-records/sizeclass.c):
+ * an all-free span of this length is a spare of its thread's, which the
+ * next span of any such class is cut from. */
+#define FA_SPARE_PAGES 4u
+
 /* Remote frees wait in a thread's outbox, one span per class, until a
  * batch is full (either bound), the slot is needed for another span, all
  * batches together pass FA_TC_OUTBOX_ALL, or the thread scavenges, trims
@@ -67,9 +72,9 @@ struct fa__tcache {
      * on the global bound, which is within its share of it. */
     size_t kept_bytes;
     size_t max_bytes;
-    /* All-free spans of one page, of any class, linked through their link
-     * (newest first), counted in kept_bytes: the next span of one page of
-     * any class is cut from one of these (own.c, fa__tc_spare_take). */
+    /* All-free spans of FA_SPARE_PAGES pages, of any class, linked through
+     * their link (newest first), counted in kept_bytes: the next such span
+     * of any class is cut from one of these (own.c, fa__tc_spare_take). */
     struct fa__list spare;
     unsigned epoch;    /* scavenge epoch this cache last saw */
     /* Large blocks this thread freed, kept for its next large allocations
@@ -109,9 +114,13 @@ FA_INLINE void *fa__tc_refill(unsigned cls)
     if (s == NULL)
         return NULL;
     void *p = s->freelist;
-    if (p == NULL)
-        return NULL;
+    /* A short list on a span still being cut: the slow path cuts more
+     * behind it, so that a loop with a window of live blocks does not come
+     * back here at every allocation (used counts the current span's one). */
     uint32_t carved = s->carved;
+    const struct fa__class_info *ci = &fa__classes[cls];
+    if (p == NULL || (carved + 1 - s->used < ci->carve_min && carved < ci->objs))
+        return NULL;
     /* The list's blocks, but those the slow paths put there, are the
      * thread's own frees: counted now (own.c, fold). */
     FA_COUNT_ADD(tc->n.frees[cls], carved + 1 - s->used - s->nonuser);
