@@ -239,4 +239,7 @@ void fa__ph_reclass(struct fa__span *s, unsigned cls)
     s->cls = (uint8_t)cls;
     for (uint32_t i = 0; i < s->npages; i++)
         fa__pm_set_one(s->start + i * FA_PAGE_SIZE, s, cls);
+    /* As a span the heap hands out: the old class's free blocks were
+     * poisoned past their links, where the new class's links fall. */
+    FA_UNPOISON((void *)s->start, s->npages * FA_PAGE_SIZE);
 }
