@@ -638,6 +638,41 @@ static void test_realloc_in_place(void)
     CHECK(fa_option_set("thread_cache_bytes", tcb) == 0);
 }
 
+/* A large block that realloc must move gets a quarter more room than it
+ * had, so that a block grown a little at a time moves at most every
+ * quarter, and the old block's pages go back to the OS at once: a growing
+ * block's old pages seldom fit the next request, and kept they only add to
+ * the peak (#24). */
+static void test_realloc_moved(void)
+{
+    void *junk[112];
+    size_t nj = 0;
+    unsigned char *blk[2];
+    CHECKF(adjacent_mib_blocks(blk, 2, junk, &nj, sizeof junk / sizeof junk[0]),
+           "never got two adjacent 1 MiB blocks");
+    unsigned char *a = blk[0], *b = blk[1];
+    pat_fill(a, MiB, 61);
+    CHECK(resident_bytes(a, MiB) == MiB);
+    /* B is live: A moves. */
+    unsigned char *g = fa_realloc(a, MiB + PAGE8K);
+    CHECK(g != NULL && g != a);
+    CHECK(pat_ok(g, MiB, 61));
+    size_t u = fa_malloc_usable_size(g);
+    CHECKF(u >= MiB + MiB / 4, "a 1 MiB block grown by 8 KiB moved to a block of %zu bytes", u);
+    size_t left = resident_bytes(a, MiB);
+    CHECKF(left == 0, "the old block of a moved realloc keeps %zu of its %zu bytes resident", left,
+           (size_t)MiB);
+    /* Growing into the room stays in place. */
+    pat_fill_range(g, MiB, MiB + PAGE8K, 61);
+    unsigned char *h = fa_realloc(g, MiB + MiB / 4);
+    CHECKF(h == g, "realloc within the room it was given moved (%p -> %p)", (void *)g, (void *)h);
+    CHECK(pat_ok(h, MiB + PAGE8K, 61));
+    fa_free(h);
+    fa_free(b);
+    for (size_t i = 0; i < nj; i++)
+        fa_free(junk[i]);
+}
+
 /* ------------------------------------------------------------ realloc at every class boundary */
 
 /* One realloc of a block that holds the pattern of seed on its first `from`
@@ -954,6 +989,7 @@ int main(int argc, char **argv)
     test_aligned_api();
     test_realloc();
     test_realloc_in_place();
+    test_realloc_moved();
     test_realloc_boundaries();
     test_reallocarray();
     test_usable_and_null();

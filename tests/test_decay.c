@@ -402,19 +402,6 @@ static long long rollup_field(const char *name)
     return strtoll(f + strlen(key), NULL, 10) * 1024;
 }
 
-/* Bytes of [p, p + n) that are resident (mincore); p page aligned. */
-static size_t resident(const void *p, size_t n)
-{
-    static unsigned char vec[(64u << 20) / 4096];
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE), pages = (n + pg - 1) / pg;
-    CHECK(pages <= sizeof vec);
-    CHECK(mincore((void *)p, n, vec) == 0);
-    size_t r = 0;
-    for (size_t i = 0; i < pages; i++)
-        r += vec[i] & 1;
-    return r * pg;
-}
-
 /* The huge page that FASTALLOC_HUGEPAGES=1 keeps whole (04-pageheap/reclaim.c). */
 #define HUGE_PAGE ((size_t)2 << 20)
 
@@ -595,8 +582,8 @@ static int case_huge_purge(void)
     fa_free(l.b);
     fa_trim();
     unsigned char *whole = l.b + (1u << 20), *tail = l.b + (3u << 20);
-    size_t head_res = resident(l.b, 1u << 20), whole_res = resident(whole, HUGE_PAGE),
-           tail_res = resident(tail, l.blen - (3u << 20));
+    size_t head_res = resident_bytes(l.b, 1u << 20), whole_res = resident_bytes(whole, HUGE_PAGE),
+           tail_res = resident_bytes(tail, l.blen - (3u << 20));
     printf("freed span of %zu KiB at 1 MiB past a huge page: resident head %zu KiB, whole huge page "
            "%zu KiB, tail %zu KiB\n",
            l.blen >> 10, head_res >> 10, whole_res >> 10, tail_res >> 10);

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the pattern helpers assume a little-endian machine"
@@ -140,5 +142,19 @@ __attribute__((unused)) static void run_threads(size_t n, void *(*fn)(void *), u
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
+
+/* Bytes of [p, p + n) that are resident (mincore), at most 64 MiB; p page
+ * aligned. */
+static inline size_t resident_bytes(const void *p, size_t n)
+{
+    static unsigned char vec[(64u << 20) / 4096];
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), pages = (n + pg - 1) / pg;
+    CHECK(pages <= sizeof vec);
+    CHECK(mincore((void *)p, n, vec) == 0);
+    size_t r = 0;
+    for (size_t i = 0; i < pages; i++)
+        r += vec[i] & 1;
+    return r * pg;
+}
 
 #endif

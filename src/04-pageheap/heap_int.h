@@ -79,6 +79,11 @@ bool fa__ph_over_limit(const struct fa__span *s, size_t npages) FA_HIDDEN;
 
 /* ---- reclaim.c ---- */
 
+/* Give s's pages back to the OS (with huge pages on, only the whole huge
+ * pages inside it); returns the bytes given.  Touches no shared structure:
+ * callers may run it without the lock on a span no list holds. */
+size_t fa__ph_release_pages(struct fa__span *s) FA_HIDDEN;
+
 /* Drops the lock and takes it again, after at least one batch of spans in
  * flight to the OS has come back. */
 void fa__ph_wait_for_purge(void) FA_HIDDEN;

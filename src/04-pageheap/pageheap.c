@@ -145,9 +145,10 @@ struct fa__span *fa__ph_alloc(size_t npages, size_t align_pages, unsigned state,
     return s;
 }
 
-void fa__ph_free(struct fa__span *s)
+/* released: the caller gave the span's pages back to the OS (released
+ * bytes of them), so it comes back clean. */
+static void free_span(struct fa__span *s, size_t released)
 {
-    FA_POISON((void *)s->start, s->npages * FA_PAGE_SIZE);
     fa__lock(&fa__ph_lock);
     size_t bytes = s->npages * FA_PAGE_SIZE;
     if (s->state == FA_SPAN_LARGE) {
@@ -163,16 +164,41 @@ void fa__ph_free(struct fa__span *s)
     else
         fa__pm_set_one(s->start, s, 0);
     __atomic_store_n(&s->state, FA_SPAN_FREE, __ATOMIC_RELAXED);
-    s->zeroed = 0;
     s->used = 0;
     s->listed = 0;
-    s->dirty = 1;
     s->free_since = now32();
-    s->ndirty = s->npages;
+    if (released != 0) {
+        fa__ph.st.purged_bytes += released;
+        fa__ph.st.purges++;
+    }
+    if (released == bytes) {
+        s->dirty = 0;
+        s->ndirty = 0;
+    } else {
+        s->zeroed = 0;
+        s->dirty = 1;
+        s->ndirty = s->npages;
+    }
     fa__ph_coalesce_insert(s);
     fa__ph_purge_down_to(fa__purge_after_free(in_use(), fa__ph.st.dirty_bytes));
     fa__ph_decay_tick_locked();
     fa__unlock(&fa__ph_lock);
+}
+
+void fa__ph_free(struct fa__span *s)
+{
+    FA_POISON((void *)s->start, s->npages * FA_PAGE_SIZE);
+    free_span(s, 0);
+}
+
+void fa__ph_free_released(struct fa__span *s)
+{
+    size_t released = fa__ph_release_pages(s);
+    /* After the release, which gives an AddressSanitizer build's shadow of
+     * the range back too: a read through a stale pointer to the block
+     * realloc moved is still reported. */
+    FA_POISON((void *)s->start, s->npages * FA_PAGE_SIZE);
+    free_span(s, released);
 }
 
 bool fa__ph_resize(struct fa__span *s, size_t npages)

@@ -18,6 +18,11 @@ struct fa__span *fa__ph_alloc(size_t npages, size_t align_pages, unsigned state,
 /* Give a span back; it is coalesced with free neighbours. */
 void fa__ph_free(struct fa__span *s) FA_HIDDEN;
 
+/* The same for a span whose contents nobody needs again soon (a block that
+ * realloc moved): its pages go back to the OS first, outside the lock, and
+ * it comes back clean instead of waiting, dirty, for the purge policy. */
+void fa__ph_free_released(struct fa__span *s) FA_HIDDEN;
+
 /* Resize an in-use large span in place to npages.  Shrinking always works;
  * growing works when the pages after it are free.  Returns success. */
 bool fa__ph_resize(struct fa__span *s, size_t npages) FA_HIDDEN;

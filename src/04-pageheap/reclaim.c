@@ -33,7 +33,7 @@ void fa__ph_after_fork_child(void)
  * 2 MiB pages inside the span go, so no huge page is split.  Touches no
  * shared structure: callers may run it without the lock on a span they have
  * taken off every list. */
-static size_t release_pages(struct fa__span *s)
+size_t fa__ph_release_pages(struct fa__span *s)
 {
     uintptr_t a = s->start, e = s->start + s->npages * FA_PAGE_SIZE;
     if (fa__opt.hugepages) {
@@ -64,7 +64,7 @@ static size_t purge_span(struct fa__span *s)
     fa__ph_dirty_del(s);
     s->dirty = 0;
     s->ndirty = 0;
-    size_t n = release_pages(s);
+    size_t n = fa__ph_release_pages(s);
     fa__ph.st.purged_bytes += n;
     fa__ph.st.purges++;
     return n;
@@ -99,7 +99,7 @@ static void purge_detached(struct fa__span **spans, unsigned n)
     fa__unlock(&fa__ph_lock);
     size_t bytes = 0;
     for (unsigned i = 0; i < n; i++)
-        bytes += release_pages(spans[i]);
+        bytes += fa__ph_release_pages(spans[i]);
     fa__lock(&fa__ph_lock);
     fa__ph.st.purged_bytes += bytes;
     fa__ph.st.purges += n;

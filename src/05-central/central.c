@@ -23,12 +23,30 @@ struct central {
 } FA_ALIGNED_CL;
 
 static struct central central[FA_NUM_CLASSES];
+/* The classes whose central cache has been used, a bit each: the walks over
+ * every class (the scavenge tick, the statistics) read these words and the
+ * entries of the classes used, no more. */
+static uint64_t used_classes[(FA_NUM_CLASSES + 63) / 64];
 
-void fa__central_init(void)
+static bool class_used(unsigned cls)
 {
-    for (unsigned c = 1; c < FA_NUM_CLASSES; c++)
+    return (__atomic_load_n(&used_classes[cls / 64], __ATOMIC_ACQUIRE) >> (cls % 64)) & 1;
+}
+
+/* Lock a class's central cache, its lists set up on first use: a program
+ * that uses a few classes leaves the rest of the table (12 KiB) untouched,
+ * and out of its RSS.  (Some kernels back even a read of an untouched page
+ * with a page of its own.) */
+static struct central *lock_class(unsigned cls)
+{
+    struct central *cc = &central[cls];
+    fa__lock(&cc->lock);
+    if (FA_UNLIKELY(cc->lists[0].next == NULL)) {
         for (unsigned k = 0; k < NLISTS; k++)
-            fa__list_init(&central[c].lists[k]);
+            fa__list_init(&cc->lists[k]);
+        __atomic_fetch_or(&used_classes[cls / 64], (uint64_t)1 << (cls % 64), __ATOMIC_RELEASE);
+    }
+    return cc;
 }
 
 static void list_push(struct central *cc, struct fa__span *s)
@@ -67,8 +85,7 @@ static struct fa__span *new_span(unsigned cls)
 
 struct fa__span *fa__central_take(unsigned cls)
 {
-    struct central *cc = &central[cls];
-    fa__lock(&cc->lock);
+    struct central *cc = lock_class(cls);
     for (unsigned k = NLISTS; k-- > 0;) {
         struct fa__span *s = fa__span_first(&cc->lists[k]);
         if (s != NULL) {
@@ -94,8 +111,7 @@ void fa__central_put(struct fa__span *s)
 
 void fa__central_put_list(struct fa__span *s, void *head)
 {
-    struct central *cc = &central[s->cls];
-    fa__lock(&cc->lock);
+    struct central *cc = lock_class(s->cls);
     fa__span_absorb(s, head);
     fa__span_collect(s);
     if (s->used == 0) {
@@ -110,8 +126,7 @@ void fa__central_put_list(struct fa__span *s, void *head)
 void *fa__central_alloc_one(unsigned cls)
 {
     const struct fa__class_info *ci = &fa__classes[cls];
-    struct central *cc = &central[cls];
-    fa__lock(&cc->lock);
+    struct central *cc = lock_class(cls);
     struct fa__span *s = NULL;
     for (unsigned k = NLISTS; k-- > 0 && s == NULL;)
         s = fa__span_first(&cc->lists[k]);
@@ -150,7 +165,7 @@ void fa__central_drain(void)
 {
     for (unsigned c = 1; c < FA_NUM_CLASSES; c++) {
         struct central *cc = &central[c];
-        if (__atomic_load_n(&cc->free_objs, __ATOMIC_RELAXED) == 0)
+        if (!class_used(c) || __atomic_load_n(&cc->free_objs, __ATOMIC_RELAXED) == 0)
             continue;
         struct fa__list empty; /* spans all free: to the page heap, unlocked */
         fa__list_init(&empty);
@@ -182,7 +197,8 @@ size_t fa__central_free_bytes(void)
 {
     size_t total = 0;
     for (unsigned c = 1; c < FA_NUM_CLASSES; c++)
-        total += __atomic_load_n(&central[c].free_objs, __ATOMIC_RELAXED) * fa__classes[c].size;
+        if (class_used(c))
+            total += __atomic_load_n(&central[c].free_objs, __ATOMIC_RELAXED) * fa__classes[c].size;
     return total;
 }
 

@@ -11,7 +11,6 @@
 
 struct fa__span;
 
-void fa__central_init(void) FA_HIDDEN;
 
 /* A span of class cls with free blocks for the calling thread to own: the
  * fullest the central cache has (its blocks are the ones least likely to

@@ -30,6 +30,13 @@ static void release(struct fa__span *s)
     fa__ph_free(s);
 }
 
+void fa__large_free_moved(struct fa__span *s)
+{
+    if (FA_SECURE)
+        fa__os_commit((void *)(s->start + fa__large_size(s)), FA_PAGE_SIZE);
+    fa__ph_free_released(s);
+}
+
 /* Take the keeper's block i out of its slots, in use again. */
 static struct fa__span *take(struct fa__large_cache *lc, unsigned i)
 {

@@ -43,6 +43,14 @@ bool fa__large_keepable(const struct fa__span *s) FA_HIDDEN;
  * first), else the page heap has it back. */
 void fa__large_free(struct fa__large_cache *lc, struct fa__span *s, size_t cap) FA_HIDDEN;
 
+/* Free the large block s, whose contents realloc just moved: no keeper
+ * holds it, and its pages go back to the OS at once.  A program whose
+ * blocks grow by realloc (a vector, a string builder) would otherwise hold
+ * each old block's pages, dirty, in a keeper or the page heap, where the
+ * next, larger block rarely fits: the old blocks of a growing heap were a
+ * third of a realloc benchmark's peak RSS (#24). */
+void fa__large_free_moved(struct fa__span *s) FA_HIDDEN;
+
 /* Give the keeper's blocks back to the page heap: all of them when idle is
  * set and none was taken since the last trim, then the oldest while it
  * holds more than cap bytes. */

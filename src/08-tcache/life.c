@@ -15,15 +15,18 @@
 
 /* Shared stand-ins: never hold a block.  `empty` is what a new thread sees;
  * `dead` is what a thread sees once its cache has been flushed at exit, so that
- * destructors running after ours still work, straight on the central cache. */
-#define STANDIN(k) { .heads = {0}, .kind = (k) }
-static struct fa__tcache tc_empty = STANDIN(FA_TC_EMPTY);
-static struct fa__tcache tc_dead = STANDIN(FA_TC_DEAD);
+ * destructors running after ours still work, straight on the central cache
+ * (told apart by address).  All zero, so they sit in .bss: the fast paths
+ * only read their heads[], which the kernel backs with its shared zero page.
+ * Initialised in .data they were 20 KiB of every process's RSS (#24). */
+static struct fa__tcache tc_empty;
+static struct fa__tcache tc_dead;
 
 __thread struct fa__tcache *fa__tls_cache __attribute__((tls_model("initial-exec"))) = &tc_empty;
 
 static fa__lock_t registry_lock = FA_LOCK_INIT;
-static struct fa__tcache registry = {.next = &registry, .prev = &registry};
+/* The live caches, newest first, linked through next and prev. */
+static struct fa__tcache *registry;
 static struct fa__tcache *spare_caches;
 /* Caches of threads that exited while others were being created: they keep
  * their spans (and their current spans' heads) for the next new thread,
@@ -76,10 +79,11 @@ static struct fa__tcache *cache_new(void)
     fa__tc_live_add(1);
     __atomic_store_n(&exits_since_birth, 0, __ATOMIC_RELAXED);
     fa__lock(&registry_lock);
-    tc->next = registry.next;
-    tc->prev = &registry;
-    registry.next->prev = tc;
-    registry.next = tc;
+    tc->next = registry;
+    tc->prev = NULL;
+    if (registry != NULL)
+        registry->prev = tc;
+    registry = tc;
     fa__unlock(&registry_lock);
     if (warm && tc->kept_bytes > 0) {
         /* Its predecessor's all-free spans: kept if the bound allows. */
@@ -112,7 +116,7 @@ struct fa__tcache *fa__tc_mine(void)
     struct fa__tcache *tc = fa__tls_cache;
     if (FA_LIKELY(tc->kind == FA_TC_REAL))
         return tc;
-    if (tc->kind == FA_TC_DEAD)
+    if (tc == &tc_dead)
         return NULL;
     bool diag = fa__diag_on() != 0;
     if (fa__tc_hidden != NULL) {
@@ -233,8 +237,12 @@ static void thread_exit(void *arg)
     fa__tc_live_add(-1);
     fa__lock(&registry_lock);
     retire_counts(tc);
-    tc->prev->next = tc->next;
-    tc->next->prev = tc->prev;
+    if (tc->prev != NULL)
+        tc->prev->next = tc->next;
+    else
+        registry = tc->next;
+    if (tc->next != NULL)
+        tc->next->prev = tc->prev;
     if (replaced) {
         tc->next = dormant_caches;
         __atomic_store_n(&dormant_caches, tc, __ATOMIC_RELAXED);
@@ -276,7 +284,7 @@ void fa__tc_sum_counts(struct fa__tc_counts *out)
     out->large_frees = __atomic_load_n(&fa__tc_retired.large_frees, __ATOMIC_RELAXED);
     out->large_alloc_bytes = __atomic_load_n(&fa__tc_retired.large_alloc_bytes, __ATOMIC_RELAXED);
     out->large_free_bytes = __atomic_load_n(&fa__tc_retired.large_free_bytes, __ATOMIC_RELAXED);
-    for (struct fa__tcache *tc = registry.next; tc != &registry; tc = tc->next) {
+    for (struct fa__tcache *tc = registry; tc != NULL; tc = tc->next) {
         for (unsigned c = 0; c < FA_NUM_CLASSES; c++) {
             out->allocs[c] += __atomic_load_n(&tc->n.allocs[c], __ATOMIC_RELAXED);
             out->frees[c] += __atomic_load_n(&tc->n.frees[c], __ATOMIC_RELAXED);
@@ -305,7 +313,7 @@ size_t fa__tc_cached_bytes(void)
 {
     size_t total = 0;
     fa__lock(&registry_lock);
-    for (struct fa__tcache *tc = registry.next; tc != &registry; tc = tc->next)
+    for (struct fa__tcache *tc = registry; tc != NULL; tc = tc->next)
         total += __atomic_load_n(&tc->large.bytes, __ATOMIC_RELAXED) +
                  __atomic_load_n(&tc->kept_bytes, __ATOMIC_RELAXED);
     fa__unlock(&registry_lock);
@@ -318,7 +326,7 @@ size_t fa__tc_claimed_bytes(void)
      * global counter (fa__tc_large_share) but are held all the same. */
     size_t total = fa__tc_claims();
     fa__lock(&registry_lock);
-    for (struct fa__tcache *tc = registry.next; tc != &registry; tc = tc->next)
+    for (struct fa__tcache *tc = registry; tc != NULL; tc = tc->next)
         total += __atomic_load_n(&tc->large.bytes, __ATOMIC_RELAXED);
     fa__unlock(&registry_lock);
     return total;

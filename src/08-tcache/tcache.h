@@ -57,6 +57,9 @@ struct fa__tcache {
     /* --- read and written by the fast paths: at offset 0, so that malloc
      * indexes it without an add --- */
     void *heads[FA_NUM_CLASSES];
+    /* FA_TC_*: beside heads[], so that a stand-in's slow path reads the
+     * same page as its fast path (life.c). */
+    uint8_t kind;
     struct fa__tc_counts n;
     /* --- slow paths only --- */
     struct fa__span *cur[FA_NUM_CLASSES];
@@ -82,10 +85,10 @@ struct fa__tcache {
      * fa__tc_large_share), and no claim on the global bound. */
     struct fa__large_cache large;
     struct fa__tcache *next, *prev; /* registry of live caches */
-    uint8_t kind;      /* FA_TC_* */
 } FA_ALIGNED_CL;
 
-enum { FA_TC_REAL = 0, FA_TC_EMPTY = 1, FA_TC_DEAD = 2 };
+/* A stand-in (life.c) is all zero: kind 0. */
+enum { FA_TC_STANDIN = 0, FA_TC_REAL = 1 };
 
 /* The calling thread's cache.  It starts at a shared, permanently empty
  * cache, so a thread's first malloc or free falls into the slow path with no

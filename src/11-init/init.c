@@ -86,7 +86,6 @@ void fa__global_init(void)
         fa__fl_init();
         fa__sizeclass_init();
         fa__ph_init();
-        fa__central_init();
         fa__tc_init();
         fa__dbg_init();
         __atomic_store_n(&fa__initialized, 1, __ATOMIC_RELEASE);

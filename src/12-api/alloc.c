@@ -44,9 +44,23 @@ size_t fa_malloc_usable_size(void *p)
     return fa__large_usable(p);
 }
 
+/* What a block of old usable bytes that must move to hold size bytes is
+ * given: a large block that grows gets at least a quarter more than it
+ * had, pages it does not touch until it grows into them (fa__large_resize
+ * keeps them).  A large block grown a little at a time (a vector, a string
+ * builder) then moves at most every quarter.  tcmalloc's realloc grows by
+ * the same quarter.  A small block gets exactly the class of its size:
+ * sized free may name the class by the size. */
+static size_t grown(size_t old_usable, size_t size)
+{
+    size_t more = old_usable + old_usable / 4;
+    return size > FA_MAX_SMALL && size > old_usable && size < more && more <= FA_MAX_REQUEST ? more
+                                                                                              : size;
+}
+
 static void *move_block(void *p, size_t old_usable, size_t size)
 {
-    void *n = fa__do_malloc(size);
+    void *n = fa__do_malloc(grown(old_usable, size));
     if (FA_UNLIKELY(n == NULL))
         return NULL; /* errno is ENOMEM; p stays valid, as the standard asks */
     memcpy(n, p, old_usable < size ? old_usable : size);
@@ -69,9 +83,10 @@ void *fa_realloc(void *p, size_t size)
         /* Stay in place only within the same class: a shrink into a smaller
          * class moves, so that a block shrunk for good gives back the memory
          * it no longer needs. */
+        size_t usable = fa__classes[cls].size;
         if (size <= FA_MAX_SMALL && fa__size_to_class(size) == cls)
             return p;
-        return move_block(p, fa__classes[cls].size, size);
+        return move_block(p, usable, size);
     }
     struct fa__span *s = fa__large_span_of(p, "realloc");
     if (FA_UNLIKELY(size > FA_MAX_REQUEST)) {
@@ -88,7 +103,13 @@ void *fa_realloc(void *p, size_t size)
         }
         return p;
     }
-    return move_block(p, fa__large_size(s), size);
+    void *n = fa__do_malloc(grown(old, size));
+    if (FA_UNLIKELY(n == NULL))
+        return NULL; /* errno is ENOMEM; p stays valid */
+    memcpy(n, p, old < size ? old : size);
+    fa__tc_count_large(false, old);
+    fa__large_free_moved(s);
+    return n;
 }
 
 void *fa_reallocarray(void *p, size_t n, size_t size)
