@@ -11,7 +11,6 @@
 
 struct fa__span;
 
-
 /* A span of class cls with free blocks for the calling thread to own: the
  * fullest the central cache has (its blocks are the ones least likely to
  * all come free), else a new span from the page heap.  NULL when the OS has

@@ -16,9 +16,10 @@
 /* Shared stand-ins: never hold a block.  `empty` is what a new thread sees;
  * `dead` is what a thread sees once its cache has been flushed at exit, so that
  * destructors running after ours still work, straight on the central cache
- * (told apart by address).  All zero, so they sit in .bss: the fast paths
- * only read their heads[], which the kernel backs with its shared zero page.
- * Initialised in .data they were 20 KiB of every process's RSS (#24). */
+ * (told apart by address).  All zero, so they sit in .bss and nothing writes
+ * them: a process reads the page of heads[] and kind of the one it uses.
+ * Initialised in .data, with the registry's old list head, they were 32 KiB
+ * of every process's RSS (#24). */
 static struct fa__tcache tc_empty;
 static struct fa__tcache tc_dead;
 

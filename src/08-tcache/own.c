@@ -20,7 +20,6 @@
  * benchmark's allocations slower (docs/HISTORY.md). */
 #define CARVE_BYTES 4096u
 
-
 /* Cut blocks off s, followed by tail; returns the first. */
 static void *carve(struct fa__span *s, void *tail)
 {

@@ -58,13 +58,14 @@ static size_t grown(size_t old_usable, size_t size)
                                                                                               : size;
 }
 
-static void *move_block(void *p, size_t old_usable, size_t size)
+/* A new block for the contents of p (old_usable bytes) resized to size;
+ * p is left to the caller to free.  NULL with errno = ENOMEM, p still
+ * valid, as the standard asks. */
+static void *copy_to_new(void *p, size_t old_usable, size_t size)
 {
     void *n = fa__do_malloc(grown(old_usable, size));
-    if (FA_UNLIKELY(n == NULL))
-        return NULL; /* errno is ENOMEM; p stays valid, as the standard asks */
-    memcpy(n, p, old_usable < size ? old_usable : size);
-    fa__do_free(p);
+    if (FA_LIKELY(n != NULL))
+        memcpy(n, p, old_usable < size ? old_usable : size);
     return n;
 }
 
@@ -83,10 +84,12 @@ void *fa_realloc(void *p, size_t size)
         /* Stay in place only within the same class: a shrink into a smaller
          * class moves, so that a block shrunk for good gives back the memory
          * it no longer needs. */
-        size_t usable = fa__classes[cls].size;
         if (size <= FA_MAX_SMALL && fa__size_to_class(size) == cls)
             return p;
-        return move_block(p, usable, size);
+        void *n = copy_to_new(p, fa__classes[cls].size, size);
+        if (n != NULL)
+            fa__do_free(p);
+        return n;
     }
     struct fa__span *s = fa__large_span_of(p, "realloc");
     if (FA_UNLIKELY(size > FA_MAX_REQUEST)) {
@@ -103,12 +106,11 @@ void *fa_realloc(void *p, size_t size)
         }
         return p;
     }
-    void *n = fa__do_malloc(grown(old, size));
-    if (FA_UNLIKELY(n == NULL))
-        return NULL; /* errno is ENOMEM; p stays valid */
-    memcpy(n, p, old < size ? old : size);
-    fa__tc_count_large(false, old);
-    fa__large_free_moved(s);
+    void *n = copy_to_new(p, old, size);
+    if (n != NULL) {
+        fa__tc_count_large(false, old);
+        fa__large_free_moved(s);
+    }
     return n;
 }
 
