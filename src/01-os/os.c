@@ -103,6 +103,19 @@ void fa__os_release(void *p, size_t size, bool lazy)
     errno = saved;
 }
 
+/* MADV_POPULATE_WRITE (Linux 5.14) is missing from older headers; an older
+ * kernel answers EINVAL, and the pages fault in one by one as before. */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+void fa__os_populate(void *p, size_t size)
+{
+    int saved = errno;
+    madvise(p, size, MADV_POPULATE_WRITE);
+    errno = saved;
+}
+
 void fa__os_hugepage(void *p, size_t size)
 {
     int saved = errno;

@@ -22,6 +22,11 @@ bool fa__os_guard(void *p, size_t size) FA_HIDDEN;
  * (MADV_FREE) the kernel takes them only under memory pressure and they do
  * not read as zero; otherwise (MADV_DONTNEED) they go now and read as zero. */
 void fa__os_release(void *p, size_t size, bool lazy) FA_HIDDEN;
+/* Fault the pages of [p, p + size) in now, writable, with one call: what
+ * first touches would do page by page, at a tenth of their cost on the
+ * virtual machines measured (docs/HISTORY.md, #25).  For memory that is
+ * about to be written whole; nothing happens where the kernel cannot. */
+void fa__os_populate(void *p, size_t size) FA_HIDDEN;
 /* Ask for transparent huge pages on an aligned range. */
 void fa__os_hugepage(void *p, size_t size) FA_HIDDEN;
 

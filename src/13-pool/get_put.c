@@ -9,6 +9,7 @@
  * and last new memory. */
 #include "13-pool/pool.h"
 #include "00-base/asan.h"
+#include "01-os/os.h"
 
 #include <errno.h>
 
@@ -114,9 +115,16 @@ static struct block *next_block(fa_pool *pool, struct lpool *lp, int built_only)
     if ((b = adopt(pool, lp, 0)) != NULL)
         return b;
     pthread_mutex_lock(&pool->grow);
+    int first = pool->blocks == NULL;
     b = fa__pool_block_new(pool, lp);
     pthread_mutex_unlock(&pool->grow);
     if (b != NULL) {
+        /* A pool past its first block is in bulk use: every object of this
+         * one will be cut, so its pages come in with one call, outside the
+         * lock, instead of a fault each (a pool's first block faults page
+         * by page, so that a pool of a few objects holds a page or two). */
+        if (!first)
+            fa__os_populate((void *)block_base(pool, b), b->end - block_base(pool, b));
         fa__pool_maybe_idle_trim(pool);
         return b;
     }
@@ -256,7 +264,12 @@ static FA_NOINLINE void *get_slow(fa_pool *pool)
 
 void *fa_pool_get(fa_pool *pool)
 {
-    struct lpool *lp = fa__pool_lp[pool->tls_idx];
+    struct lpool *lp = FAST_LP(pool);
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+    /* gcc keeps lp in %rax and then moves the object there to return it:
+     * an instruction more than with lp in another register. */
+    __asm__("" : "+c"(lp));
+#endif
     void *o = lp->head;
     if (FA_UNLIKELY(o == NULL)) {
         o = get_slow(pool);
@@ -369,6 +382,6 @@ void fa_pool_put(fa_pool *pool, void *obj)
         FA_POISON((char *)obj + keep, pool->slot - pool->link_off - keep);
     }
 #endif
-    if (FA_UNLIKELY(!put_local(pool, fa__pool_lp[pool->tls_idx], obj)))
+    if (FA_UNLIKELY(!put_local(pool, FAST_LP(pool), obj)))
         put_slow(pool, obj);
 }

@@ -159,6 +159,7 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
     }
     pool->id = id;
     pool->tls_idx = id < FAST_SLOTS ? id : FAST_SLOTS;
+    pool->tls_off = (uintptr_t)&fa__pool_lp[pool->tls_idx] - (uintptr_t)__builtin_thread_pointer();
     pools[id] = pool;
     fa__unlock(&fa__pool_registry);
     return pool;

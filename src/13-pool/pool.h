@@ -137,6 +137,11 @@ struct lpool {
 } FA_ALIGNED_CL;
 
 struct fa_pool {
+    /* Where the calling thread finds its local pool: the entry tls_idx of
+     * fa__pool_lp, as an offset from the thread pointer (the same in every
+     * thread for initial-exec TLS), so that a fast path reads it with one
+     * %fs-relative load instead of three (FAST_LP). */
+    uintptr_t tls_off;
     uint32_t tls_idx;      /* id below FAST_SLOTS, else FAST_SLOTS (a stand-in) */
     uint32_t id;
     size_t slot;           /* bytes per slot, a multiple of the alignment */
@@ -316,6 +321,12 @@ size_t fa__pool_trim_locked(fa_pool *pool, uint64_t before) FA_HIDDEN;
 extern __thread struct lpool *fa__pool_lp[FAST_SLOTS + 1]
     __attribute__((tls_model("initial-exec"))) FA_HIDDEN;
 extern __thread struct lpool **fa__pool_lp_more __attribute__((tls_model("initial-exec"))) FA_HIDDEN;
+/* The calling thread's entry of fa__pool_lp for pool, on the fast paths. */
+#if defined(__x86_64__) && defined(__SEG_FS)
+#define FAST_LP(pool) (*(struct lpool *__seg_fs const *)(pool)->tls_off)
+#else
+#define FAST_LP(pool) (fa__pool_lp[(pool)->tls_idx])
+#endif
 /* The stand-in for "no local pool yet"; no thread ever owns it. */
 extern struct lpool fa__pool_empty_lp FA_HIDDEN;
 
