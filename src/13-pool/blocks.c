@@ -61,6 +61,11 @@ void fa__pool_bl_remove(struct blist *l, struct block *b)
 
 /* ---- blocks ---- */
 
+static uintptr_t os_page_up(uintptr_t a)
+{
+    return (a + 4095) & ~(uintptr_t)4095;
+}
+
 /* Move a non-current block's remote puts onto its free list. */
 void fa__pool_block_collect(fa_pool *pool, struct block *b)
 {
@@ -120,9 +125,21 @@ struct block *fa__pool_block_new(fa_pool *pool, struct lpool *owner)
     __atomic_store_n(&b->owner, owner, __ATOMIC_RELAXED);
     b->bump = b->built_end = first_obj(pool, b);
     b->end = b->bump + objs * pool->slot;
+    /* The pool's first block faults page by page, so that a pool of a few
+     * objects holds a page or two; a pool past it is in bulk use. */
+    b->pop_end = pool->blocks == NULL ? b->end : os_page_up((uintptr_t)(b + 1));
     b->next = pool->blocks;
     pool->blocks = b;
     return b;
+}
+
+void fa__pool_populate(struct block *b, uintptr_t top)
+{
+    uintptr_t from = b->pop_end, to = os_page_up(top > from + POPULATE_STEP ? top : from + POPULATE_STEP);
+    if (to > os_page_up(b->end))
+        to = os_page_up(b->end);
+    fa__os_populate((void *)from, to - from);
+    b->pop_end = to;
 }
 
 /* Cut one object from b's uncut part, constructing it if it is new. */

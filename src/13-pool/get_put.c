@@ -9,7 +9,6 @@
  * and last new memory. */
 #include "13-pool/pool.h"
 #include "00-base/asan.h"
-#include "01-os/os.h"
 
 #include <errno.h>
 
@@ -115,16 +114,9 @@ static struct block *next_block(fa_pool *pool, struct lpool *lp, int built_only)
     if ((b = adopt(pool, lp, 0)) != NULL)
         return b;
     pthread_mutex_lock(&pool->grow);
-    int first = pool->blocks == NULL;
     b = fa__pool_block_new(pool, lp);
     pthread_mutex_unlock(&pool->grow);
     if (b != NULL) {
-        /* A pool past its first block is in bulk use: every object of this
-         * one will be cut, so its pages come in with one call, outside the
-         * lock, instead of a fault each (a pool's first block faults page
-         * by page, so that a pool of a few objects holds a page or two). */
-        if (!first)
-            fa__os_populate((void *)block_base(pool, b), b->end - block_base(pool, b));
         fa__pool_maybe_idle_trim(pool);
         return b;
     }
@@ -197,6 +189,8 @@ static void *cut_batch(fa_pool *pool, struct lpool *lp, struct block *b, uintptr
     if (n > CUT_BATCH)
         n = CUT_BATCH;
     uintptr_t last = u + (n - 1) * pool->slot;
+    if (FA_UNLIKELY(last + pool->slot > b->pop_end))
+        fa__pool_populate(b, last + pool->slot);
     for (uintptr_t p = u; p < last; p += pool->slot)
         fa__fl_set_next_at((void *)p, lp->negoff, (void *)(p + pool->slot));
     fa__fl_set_next_at((void *)last, lp->negoff, NULL);

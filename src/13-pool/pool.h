@@ -62,6 +62,10 @@
 #define GPOOLS_MAX 16
 #define CUT_BATCH 64             /* objects linked at once when a block is cut */
 #define SCAN 8                   /* blocks looked at per search for remote puts */
+/* Bytes of a block's fresh pages faulted in with one call, as a cut
+ * reaches them: a call costs about what one page fault does here, and a
+ * thread's last block holds at most this much that it has not cut yet. */
+#define POPULATE_STEP ((uintptr_t)8 << 10)
 
 /* A free object's link word (through the free-list seam): at the object
  * for a plain pool, in a header before it for a pool with ctor or dtor
@@ -90,9 +94,10 @@ struct block {
     uint8_t doomed;
     uintptr_t bump, end;   /* next object to cut; end of the block's objects */
     uintptr_t built_end;   /* objects below have entered the pool (ctor run) */
+    /* The slow paths' line. */
+    uintptr_t pop_end;     /* pages below are populated (fa__pool_populate) */
     uint64_t nremote_seen; /* remote puts already taken off `out` */
-    struct block *lnext __attribute__((aligned(FA_CACHELINE))); /* in the list `where` names */
-    struct block *lprev;
+    struct block *lnext, *lprev; /* in the list `where` names */
     struct block *next;    /* every block of the pool (grow) */
     uint64_t stamp_ms;     /* when it entered a global pool all free */
     /* Written by other threads. */
@@ -292,6 +297,9 @@ void fa__pool_bl_remove(struct blist *l, struct block *b) FA_HIDDEN;
 void fa__pool_block_collect(fa_pool *pool, struct block *b) FA_HIDDEN;
 struct block *fa__pool_block_new(fa_pool *pool, struct lpool *owner) FA_HIDDEN;
 void *fa__pool_cut_one(fa_pool *pool, struct block *b) FA_HIDDEN;
+/* Fault in b's pages from pop_end to at least top (a cut is about to reach
+ * it), POPULATE_STEP at a time. */
+void fa__pool_populate(struct block *b, uintptr_t top) FA_HIDDEN;
 size_t fa__pool_release_doomed(fa_pool *pool) FA_HIDDEN;
 
 /* ---- debug pools ---- */
