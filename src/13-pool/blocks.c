@@ -10,37 +10,20 @@
 
 /* ---- block lists ---- */
 
-/* b has just been linked into l. */
-static void bl_entered(struct blist *l, struct block *b, int where)
+void fa__pool_bl_add(struct blist *l, struct block *b, int where, bool at_tail)
 {
+    struct block **end = at_tail ? &l->tail : &l->head, *e = *end;
+    b->lnext = at_tail ? NULL : e;
+    b->lprev = at_tail ? e : NULL;
+    if (e != NULL)
+        *(at_tail ? &e->lnext : &e->lprev) = b;
+    else
+        *(at_tail ? &l->head : &l->tail) = b;
+    *end = b;
     __atomic_store_n(&l->n, l->n + 1, __ATOMIC_RELAXED); /* peeked without the lock */
     b->where = (uint8_t)where;
     /* Read by any thread's put (it never equals another thread's token). */
     __atomic_store_n(&b->tag, where == W_AVAIL ? (uintptr_t)b->owner : 0, __ATOMIC_RELAXED);
-}
-
-void fa__pool_bl_push(struct blist *l, struct block *b, int where)
-{
-    b->lprev = NULL;
-    b->lnext = l->head;
-    if (l->head != NULL)
-        l->head->lprev = b;
-    else
-        l->tail = b;
-    l->head = b;
-    bl_entered(l, b, where);
-}
-
-void fa__pool_bl_push_tail(struct blist *l, struct block *b, int where)
-{
-    b->lnext = NULL;
-    b->lprev = l->tail;
-    if (l->tail != NULL)
-        l->tail->lnext = b;
-    else
-        l->head = b;
-    l->tail = b;
-    bl_entered(l, b, where);
 }
 
 void fa__pool_bl_remove(struct blist *l, struct block *b)

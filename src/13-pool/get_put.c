@@ -35,7 +35,7 @@ static struct block *adopt(fa_pool *pool, struct lpool *lp, int built_only)
                 b = c;
                 break;
             }
-            fa__pool_bl_push_tail(&g->part, c, W_GPART);
+            fa__pool_bl_add(&g->part, c, W_GPART, true);
         }
         if (b == NULL && g->empty.head != NULL &&
             (!built_only || g->empty.head->built_end > first_obj(pool, g->empty.head))) {
@@ -76,7 +76,7 @@ static struct block *full_with_remote(fa_pool *pool, struct lpool *lp, size_t sc
                 return b;
             }
         }
-        fa__pool_bl_push_tail(&lp->full, b, W_FULL);
+        fa__pool_bl_add(&lp->full, b, W_FULL, true);
     }
     if (scan < lp->full.n)
         __atomic_store_n(&lp->remote_hint, 1, __ATOMIC_RELAXED);
@@ -147,7 +147,7 @@ static void *get_unowned(fa_pool *pool)
                     b->out++;
                     if (k == 1) {
                         fa__pool_bl_remove(&g->empty, b);
-                        fa__pool_bl_push(&g->part, b, W_GPART);
+                        fa__pool_bl_add(&g->part, b, W_GPART, false);
                     }
                 }
             }
@@ -160,7 +160,7 @@ static void *get_unowned(fa_pool *pool)
             o = fa__pool_cut_one(pool, b);
             b->out = 1;
             fa__lock(&pool->g[0].lock);
-            fa__pool_bl_push(&pool->g[0].part, b, W_GPART);
+            fa__pool_bl_add(&pool->g[0].part, b, W_GPART, false);
             fa__unlock(&pool->g[0].lock);
         }
     }
@@ -279,17 +279,6 @@ void *fa_pool_get(fa_pool *pool)
 
 /* ---- put ---- */
 
-static void unlist(struct lpool *lp, struct block *b)
-{
-    switch (b->where) {
-    case W_AVAIL: fa__pool_bl_remove(&lp->avail, b); break;
-    case W_FRESH: fa__pool_bl_remove(&lp->fresh, b); break;
-    case W_FULL: fa__pool_bl_remove(&lp->full, b); break;
-    case W_SPARE: fa__pool_bl_remove(&lp->spare, b); break;
-    default: break;
-    }
-}
-
 /* A put emptied b (all its objects are back).  b is where the next get
  * starts, so it stays; the block emptied before it, if still all free and
  * not current, is filed now: spare or handed over. */
@@ -358,8 +347,9 @@ static FA_NOINLINE void put_slow(fa_pool *pool, void *obj)
     lp->puts++;
     lp->last = b;
     if (b->where != W_AVAIL) {
-        unlist(lp, b);
-        fa__pool_bl_push(&lp->avail, b, W_AVAIL);
+        if (b->where > W_AVAIL && b->where <= W_SPARE)
+            fa__pool_bl_remove(&lp->lists[b->where - W_AVAIL], b);
+        fa__pool_bl_add(&lp->avail, b, W_AVAIL, false);
     }
     if (--b->out == 0)
         put_emptied(pool, lp, b);

@@ -54,15 +54,17 @@ static void ensure_key(void)
 
 /* ---- local pools ---- */
 
-/* An all-free block leaves the thread: the hand-over. */
-static void hand_over_empty(fa_pool *pool, struct gpool *g, struct block *b, uint64_t now)
+/* A block leaves its thread for g, which is locked: onto its empty list
+ * when all its objects are free, else onto its list of blocks with objects
+ * out. */
+static void to_global(struct gpool *g, struct block *b, uint64_t now)
 {
-    fa__lock(&g->lock);
     __atomic_store_n(&b->owner, NULL, __ATOMIC_RELAXED);
     b->stamp_ms = now;
-    fa__pool_bl_push(&g->empty, b, W_GEMPTY);
-    fa__unlock(&g->lock);
-    (void)pool;
+    if (b->out == 0)
+        fa__pool_bl_add(&g->empty, b, W_GEMPTY, false);
+    else
+        fa__pool_bl_add(&g->part, b, W_GPART, false);
 }
 
 /* File a block that just stopped being current.  May hand it over. */
@@ -70,7 +72,7 @@ void fa__pool_place(fa_pool *pool, struct lpool *lp, struct block *b)
 {
     if (b->out == 0 && b->built_end > first_obj(pool, b)) {
         if (lp->spare.n < lp->spare_max) {
-            fa__pool_bl_push(&lp->spare, b, W_SPARE);
+            fa__pool_bl_add(&lp->spare, b, W_SPARE, false);
         } else {
             /* It leaves the thread (and may be unmapped by a trim): no
              * pointer of ours may keep it. */
@@ -78,15 +80,17 @@ void fa__pool_place(fa_pool *pool, struct lpool *lp, struct block *b)
                 lp->emptied = NULL;
             if (lp->last == b)
                 lp->last = NULL;
-            hand_over_empty(pool, lp->g, b, fa__now_ms());
+            fa__lock(&lp->g->lock);
+            to_global(lp->g, b, fa__now_ms());
+            fa__unlock(&lp->g->lock);
             fa__pool_maybe_idle_trim(pool);
         }
     } else if (has_built_free(pool, b)) {
-        fa__pool_bl_push(&lp->avail, b, W_AVAIL);
+        fa__pool_bl_add(&lp->avail, b, W_AVAIL, false);
     } else if (b->bump < b->end) {
-        fa__pool_bl_push(&lp->fresh, b, W_FRESH);
+        fa__pool_bl_add(&lp->fresh, b, W_FRESH, false);
     } else {
-        fa__pool_bl_push(&lp->full, b, W_FULL);
+        fa__pool_bl_add(&lp->full, b, W_FULL, false);
     }
 }
 
@@ -158,19 +162,6 @@ struct lpool *fa__pool_my_lp(fa_pool *pool)
     return lp;
 }
 
-/* A block of a retiring local pool joins g, which is locked: on its empty
- * list when all its objects are free, else on its list of blocks with
- * objects out. */
-static void to_global(struct gpool *g, struct block *b, uint64_t now)
-{
-    __atomic_store_n(&b->owner, NULL, __ATOMIC_RELAXED);
-    b->stamp_ms = now;
-    if (b->out == 0)
-        fa__pool_bl_push(&g->empty, b, W_GEMPTY);
-    else
-        fa__pool_bl_push(&g->part, b, W_GPART);
-}
-
 /* Every block of a local pool goes to its global pool (grow held). */
 void fa__pool_lp_retire(fa_pool *pool, struct lpool *lp)
 {
@@ -180,14 +171,11 @@ void fa__pool_lp_retire(fa_pool *pool, struct lpool *lp)
     fa__lock(&g->lock);
     if (lp->cur != NULL)
         to_global(g, close_cur(lp), now);
-    struct blist *from[4] = {&lp->avail, &lp->fresh, &lp->full, &lp->spare};
-    for (int i = 0; i < 4; i++) {
-        struct block *b;
-        while ((b = from[i]->head) != NULL) {
-            fa__pool_bl_remove(from[i], b);
+    for (struct blist *l = lp->lists; l < lp->lists + W_SPARE - W_AVAIL + 1; l++)
+        for (struct block *b; (b = l->head) != NULL;) {
+            fa__pool_bl_remove(l, b);
             to_global(g, b, now);
         }
-    }
     fa__unlock(&g->lock);
     pool->gets_retired += lp->gets;
     pool->puts_retired += lp->puts;

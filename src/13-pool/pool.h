@@ -125,10 +125,15 @@ struct lpool {
     struct block *cur;
     int64_t out0;
     uint64_t gets0 FA_ALIGNED_CL, puts0;
-    struct blist avail;    /* blocks with free objects (built) */
-    struct blist fresh;    /* blocks with only objects never cut */
-    struct blist full;     /* blocks with none (until a put or a remote put) */
-    struct blist spare;    /* blocks all free, at most spare_max */
+    union { /* lists[where - W_AVAIL] */
+        struct {
+            struct blist avail; /* blocks with free objects (built) */
+            struct blist fresh; /* blocks with only objects never cut */
+            struct blist full;  /* blocks with none (until a put or a remote put) */
+            struct blist spare; /* blocks all free, at most spare_max */
+        };
+        struct blist lists[W_SPARE - W_AVAIL + 1];
+    };
     struct block *last;    /* while no block is current: the last put's */
     struct block *emptied; /* the last block a put emptied */
     size_t spare_max;
@@ -291,8 +296,7 @@ static inline int block_has_remote(const struct block *b)
 /* blocks.c: the lists (linking a block in also sets its `where` and its
  * tag), and a block's life.  fa__pool_block_new and
  * fa__pool_release_doomed want grow held. */
-void fa__pool_bl_push(struct blist *l, struct block *b, int where) FA_HIDDEN;
-void fa__pool_bl_push_tail(struct blist *l, struct block *b, int where) FA_HIDDEN;
+void fa__pool_bl_add(struct blist *l, struct block *b, int where, bool at_tail) FA_HIDDEN;
 void fa__pool_bl_remove(struct blist *l, struct block *b) FA_HIDDEN;
 void fa__pool_block_collect(fa_pool *pool, struct block *b) FA_HIDDEN;
 struct block *fa__pool_block_new(fa_pool *pool, struct lpool *owner) FA_HIDDEN;

@@ -24,7 +24,7 @@ size_t fa__pool_trim_locked(fa_pool *pool, uint64_t before)
             if (b->out == 0) {
                 fa__pool_bl_remove(&g->part, b);
                 b->stamp_ms = now;
-                fa__pool_bl_push(&g->empty, b, W_GEMPTY);
+                fa__pool_bl_add(&g->empty, b, W_GEMPTY, false);
             }
         }
         for (struct block *b = g->empty.tail, *prev; b != NULL; b = prev) {
