@@ -725,6 +725,69 @@ static void test_block_handed_over_and_trimmed(void)
     fa_pool_destroy(pool);
 }
 
+/* A thread whose pool has already said goodbye (its exit handler ran) gets
+ * and puts from another thread-exit destructor: the gets come from blocks
+ * nobody owns, and the objects come back. */
+enum { LATE_N = 300 };
+static fa_pool *late_pool;
+static pthread_key_t late_key;
+static int late_ok;
+
+static void late_destructor(void *arg)
+{
+    if (arg == (void *)1) { /* first pass: run again, after the pool's handler */
+        pthread_setspecific(late_key, (void *)2);
+        return;
+    }
+    static void *v[LATE_N];
+    int ok = 1;
+    for (int i = 0; i < LATE_N; i++) {
+        v[i] = fa_pool_get(late_pool);
+        ok &= v[i] != NULL;
+        if (v[i] != NULL)
+            memset(v[i], i & 0xff, 64);
+    }
+    for (int i = 0; i < LATE_N; i++) {
+        ok &= v[i] != NULL && all_bytes(v[i], 64, (unsigned char)(i & 0xff));
+        if (v[i] != NULL)
+            fa_pool_put(late_pool, v[i]);
+    }
+    late_ok = ok;
+}
+
+static void *late_thread(void *arg)
+{
+    (void)arg;
+    fa_pool_put(late_pool, fa_pool_get(late_pool)); /* the thread has a local pool */
+    pthread_setspecific(late_key, (void *)1);
+    return NULL;
+}
+
+static void test_get_after_thread_exit(void)
+{
+    fa_pool_options o = {.object_size = 64, .idle_trim_ms = -1};
+    late_pool = fa_pool_create(&o);
+    CHECK(pthread_key_create(&late_key, late_destructor) == 0);
+    for (int round = 0; round < 3; round++) {
+        late_ok = 0;
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, late_thread, NULL) == 0);
+        pthread_join(th, NULL);
+        CHECK(late_ok);
+        fa_pool_stats_t st;
+        fa_pool_stats(late_pool, &st);
+        CHECKF(st.live == 0 && st.gets == (unsigned long long)(round + 1) * (LATE_N + 1),
+               "live %zu gets %llu", st.live, st.gets);
+        /* The objects came back: later rounds need no more memory. */
+        static size_t bytes0;
+        if (round == 0)
+            bytes0 = st.bytes_os;
+        CHECKF(st.bytes_os == bytes0, "round %d: %zu bytes, first %zu", round, st.bytes_os, bytes0);
+    }
+    pthread_key_delete(late_key);
+    fa_pool_destroy(late_pool);
+}
+
 int main(void)
 {
     rss_meaningful = getenv("FA_TEST_UNDER_VALGRIND") == NULL;
@@ -744,5 +807,6 @@ int main(void)
     test_pools_past_fast_slots();
     test_fork_busy();
     test_block_handed_over_and_trimmed();
+    test_get_after_thread_exit();
     return check_done("test_pool");
 }

@@ -14,11 +14,12 @@
 
 /* ---- get ---- */
 
-/* A block from the global pools for lp: one with objects out first (it
- * packs the pool), else an all-free one.  NULL when they have none. */
+/* A block from the global pools for lp (NULL: for nobody): one with objects
+ * out first (it packs the pool), else an all-free one.  NULL when they have
+ * none. */
 static struct block *adopt(fa_pool *pool, struct lpool *lp, int built_only)
 {
-    unsigned first = (unsigned)(lp->g - pool->g);
+    unsigned first = lp != NULL ? (unsigned)(lp->g - pool->g) : 0;
     for (unsigned k = 0; k < pool->ngpools; k++) {
         struct gpool *g = &pool->g[(first + k) % pool->ngpools];
         if (__atomic_load_n(&g->part.n, __ATOMIC_RELAXED) == 0 &&
@@ -125,44 +126,24 @@ static struct block *next_block(fa_pool *pool, struct lpool *lp, int built_only)
 }
 
 /* Get for a thread with no local pool (exiting, or no memory for one): one
- * object from an unowned block, or from a new one left unowned. */
+ * object from a block of the global pools, or of a new one, which goes back
+ * to the first global pool, owned by nobody. */
 static void *get_unowned(fa_pool *pool)
 {
     pthread_mutex_lock(&pool->grow);
+    struct block *b = adopt(pool, NULL, 0);
+    if (b == NULL)
+        b = fa__pool_block_new(pool, NULL);
     void *o = NULL;
-    for (unsigned i = 0; i < pool->ngpools && o == NULL; i++) {
-        struct gpool *g = &pool->g[i];
-        fa__lock(&g->lock);
-        struct blist *ls[2] = {&g->part, &g->empty};
-        for (int k = 0; k < 2 && o == NULL; k++) {
-            for (struct block *b = ls[k]->head; b != NULL && o == NULL; b = b->lnext) {
-                fa__pool_block_collect(pool, b);
-                if (b->free != NULL) {
-                    o = b->free;
-                    b->free = fa__fl_next_at(o, negoff(pool));
-                } else {
-                    o = fa__pool_cut_one(pool, b);
-                }
-                if (o != NULL) {
-                    b->out++;
-                    if (k == 1) {
-                        fa__pool_bl_remove(&g->empty, b);
-                        fa__pool_bl_add(&g->part, b, W_GPART, false);
-                    }
-                }
-            }
-        }
-        fa__unlock(&g->lock);
-    }
-    if (o == NULL) {
-        struct block *b = fa__pool_block_new(pool, NULL);
-        if (b != NULL) {
+    if (b != NULL) {
+        if ((o = b->free) != NULL)
+            b->free = fa__fl_next_at(o, negoff(pool));
+        else
             o = fa__pool_cut_one(pool, b);
-            b->out = 1;
-            fa__lock(&pool->g[0].lock);
-            fa__pool_bl_add(&pool->g[0].part, b, W_GPART, false);
-            fa__unlock(&pool->g[0].lock);
-        }
+        b->out += o != NULL;
+        fa__lock(&pool->g[0].lock);
+        fa__pool_bl_add(&pool->g[0].part, b, W_GPART, false);
+        fa__unlock(&pool->g[0].lock);
     }
     if (o != NULL)
         pool->gets_retired++;
