@@ -237,6 +237,20 @@ static FA_NOINLINE void *get_slow(fa_pool *pool)
     }
 }
 
+/* Where a get goes when its fast path finds nothing: a pool whose local
+ * pool the fast paths do not read (tls_idx is not its id: past FAST_SLOTS,
+ * or a ctor or dtor, pool.h) pops from it here, reading the link's offset;
+ * this small function spares such a pool get_slow's entry and exit. */
+static FA_NOINLINE void *get_miss(fa_pool *pool)
+{
+    if (pool->tls_idx != pool->id) {
+        struct lpool *lp = find_lp(pool);
+        if (lp->head != NULL)
+            return pop(lp);
+    }
+    return get_slow(pool);
+}
+
 void *fa_pool_get(fa_pool *pool)
 {
     struct lpool *lp = FAST_LP(pool);
@@ -247,12 +261,12 @@ void *fa_pool_get(fa_pool *pool)
 #endif
     void *o = lp->head;
     if (FA_UNLIKELY(o == NULL)) {
-        o = get_slow(pool);
+        o = get_miss(pool);
         if (o != NULL && !pool->debug)
             FA_UNPOISON(o, pool->slot - pool->link_off);
         return o;
     }
-    lp->head = fa__fl_next_at(o, lp->negoff);
+    lp->head = fa__fl_next_at(o, 0); /* a plain pool's link: pool.h, FAST_LP */
     lp->gets++;
     FA_UNPOISON(o, pool->slot - pool->link_off);
     return o;
@@ -278,11 +292,12 @@ static FA_NOINLINE void put_emptied(fa_pool *pool, struct lpool *lp, struct bloc
  * into one of the thread's own blocks while none is current.  Objects put in
  * random order land in many blocks, and keeping that second path short too
  * keeps more of the caller's cache misses in flight. */
-static inline __attribute__((always_inline)) int put_local(fa_pool *pool, struct lpool *lp, void *obj)
+static inline __attribute__((always_inline)) int put_local(fa_pool *pool, struct lpool *lp, void *obj,
+                                                           intptr_t negoff)
 {
     uintptr_t base = (uintptr_t)obj & lp->mask;
     if (FA_LIKELY(base == lp->cur_base)) {
-        fa__fl_set_next_at(obj, lp->negoff, lp->head);
+        fa__fl_set_next_at(obj, negoff, lp->head);
         lp->head = obj;
         lp->puts++;
         return 1;
@@ -291,7 +306,7 @@ static inline __attribute__((always_inline)) int put_local(fa_pool *pool, struct
     uintptr_t hdr = block_header(base);
     if (FA_LIKELY(__atomic_load_n((uintptr_t *)(hdr + lp->tag_off), __ATOMIC_RELAXED) == lp->tok)) {
         struct block *b = (struct block *)hdr;
-        fa__fl_set_next_at(obj, lp->negoff, b->free);
+        fa__fl_set_next_at(obj, negoff, b->free);
         b->free = obj;
         lp->puts++;
         lp->last = b;
@@ -309,8 +324,6 @@ static FA_NOINLINE void put_slow(fa_pool *pool, void *obj)
         fa__pool_debug_put(pool, obj);
         return;
     }
-    if (lp != &fa__pool_empty_lp && pool->tls_idx != pool->id && put_local(pool, lp, obj))
-        return; /* a pool past FAST_SLOTS */
     struct block *b = block_of(pool, obj);
     if (lp == &fa__pool_empty_lp || __atomic_load_n(&b->owner, __ATOMIC_RELAXED) != lp) {
         /* Not ours (or no local pool): the owner takes it back later. */
@@ -336,6 +349,15 @@ static FA_NOINLINE void put_slow(fa_pool *pool, void *obj)
         put_emptied(pool, lp, b);
 }
 
+/* The same for a put (get_miss): put_local with the link's offset. */
+static FA_NOINLINE void put_miss(fa_pool *pool, void *obj)
+{
+    struct lpool *lp;
+    if (pool->tls_idx == pool->id || (lp = find_lp(pool)) == &fa__pool_empty_lp ||
+        !put_local(pool, lp, obj, lp->negoff))
+        put_slow(pool, obj);
+}
+
 void fa_pool_put(fa_pool *pool, void *obj)
 {
 #ifdef FA_ASAN
@@ -347,6 +369,6 @@ void fa_pool_put(fa_pool *pool, void *obj)
         FA_POISON((char *)obj + keep, pool->slot - pool->link_off - keep);
     }
 #endif
-    if (FA_UNLIKELY(!put_local(pool, FAST_LP(pool), obj)))
-        put_slow(pool, obj);
+    if (FA_UNLIKELY(!put_local(pool, FAST_LP(pool), obj, 0)))
+        put_miss(pool, obj);
 }

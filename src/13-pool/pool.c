@@ -158,7 +158,7 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
         return NULL;
     }
     pool->id = id;
-    pool->tls_idx = id < FAST_SLOTS ? id : FAST_SLOTS;
+    pool->tls_idx = id < FAST_SLOTS && link_off == 0 ? id : FAST_SLOTS;
     pool->tls_off = (uintptr_t)&fa__pool_lp[pool->tls_idx] - (uintptr_t)__builtin_thread_pointer();
     pools[id] = pool;
     fa__unlock(&fa__pool_registry);
@@ -181,18 +181,16 @@ void fa_pool_destroy(fa_pool *pool)
     for (struct block *b = pool->blocks; b != NULL; b = b->next)
         FA_UNPOISON((void *)block_base(pool, b), pool->block_size);
     if (pool->dtor) {
-        for (void *o = pool->dbg_free; o != NULL; o = fa__fl_next_at(o, negoff(pool)))
-            pool->dtor(o, pool->arg);
-        for (void *o = pool->dbg_qhead; o != NULL; o = fa__fl_next_at(o, negoff(pool)))
-            pool->dtor(o, pool->arg);
+        void *lists[2] = {pool->dbg_free, pool->dbg_qhead}; /* a debug pool's */
+        for (int k = 0; k < 2; k++)
+            for (void *o = lists[k]; o != NULL; o = fa__fl_next_at(o, negoff(pool)))
+                pool->dtor(o, pool->arg);
         for (struct block *b = pool->blocks; b != NULL; b = b->next) {
             if (b->where == W_DEBUG)
                 continue;
-            int64_t n;
-            void *lists[2] = {b->free, remote_take(b, &n)};
-            for (int k = 0; k < 2; k++)
-                for (void *o = lists[k]; o != NULL; o = fa__fl_next_at(o, negoff(pool)))
-                    pool->dtor(o, pool->arg);
+            fa__pool_block_collect(pool, b);
+            for (void *o = b->free; o != NULL; o = fa__fl_next_at(o, negoff(pool)))
+                pool->dtor(o, pool->arg);
             for (uintptr_t u = b->bump; u < b->built_end; u += pool->slot)
                 pool->dtor((void *)u, pool->arg);
         }

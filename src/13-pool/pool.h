@@ -152,7 +152,11 @@ struct fa_pool {
      * thread for initial-exec TLS), so that a fast path reads it with one
      * %fs-relative load instead of three (FAST_LP). */
     uintptr_t tls_off;
-    uint32_t tls_idx;      /* id below FAST_SLOTS, else FAST_SLOTS (a stand-in) */
+    /* The id below FAST_SLOTS, else FAST_SLOTS (a stand-in): for a pool
+     * past them, and for one with a ctor or dtor, whose links are not at
+     * the object's start, which is all the fast paths know (so that they
+     * do not read the link's offset). */
+    uint32_t tls_idx;
     uint32_t id;
     size_t slot;           /* bytes per slot, a multiple of the alignment */
     size_t link_off;       /* object = slot + link_off */
