@@ -13,6 +13,7 @@ from .workloads import SHUFFLE_THREADS, Workload
 # Targets the issue sets for fa_pool (reported, not enforced).
 POOL_TARGET_VS_GLIBC = 0.5
 POOL_TARGET_VS_BEST = 0.7
+POOL_TARGET_VS_OWN = 0.85    # fastalloc's own malloc (#25)
 POOL_RSS_SLACK = 0.03        # live RSS <= (objects + pointer arrays) * 1.03
 POOL_RSS_FLAT = 0.01         # second round: at most 1% above the first
 POOL_RSS_TRIM = 0.10         # after fa_pool_trim: under 10% of the peak
@@ -104,14 +105,20 @@ def pool_targets(rows_by: dict) -> tuple[list[list[str]], list[str]]:
         if r is None or r["median"] is None:
             continue
         g, b = r["vs_glibc"], r["vs_best"]
+        own = next((m["median"] for m in rows_by.get(f"objpool-shuffle-{t}t", [])
+                    if m["allocator"] == "fastalloc"), None)
+        o = r["median"] / own if own else None
         ok_g = g is not None and g <= POOL_TARGET_VS_GLIBC
         ok_b = b is not None and b <= POOL_TARGET_VS_BEST
+        ok_o = o is not None and o <= POOL_TARGET_VS_OWN
         body.append([f"{t}", fmt_num(r["median"]), fmt_ratio(g), "PASS" if ok_g else "FAIL",
-                     f"{fmt_ratio(b)} ({r['best']})", "PASS" if ok_b else "FAIL"])
+                     f"{fmt_ratio(b)} ({r['best']})", "PASS" if ok_b else "FAIL",
+                     fmt_ratio(o), "PASS" if ok_o else "FAIL"])
         summary.append(f"fa_pool objpool-shuffle {t}t: {fmt_ratio(g)} of glibc "
                        f"({'PASS' if ok_g else 'FAIL'} <= {POOL_TARGET_VS_GLIBC:.2f}x), {fmt_ratio(b)} of "
                        f"the best malloc ({r['best']}; {'PASS' if ok_b else 'FAIL'} <= "
-                       f"{POOL_TARGET_VS_BEST:.2f}x)")
+                       f"{POOL_TARGET_VS_BEST:.2f}x), {fmt_ratio(o)} of fastalloc's malloc "
+                       f"({'PASS' if ok_o else 'FAIL'} <= {POOL_TARGET_VS_OWN:.2f}x)")
     return body, summary
 
 
@@ -223,11 +230,13 @@ def add_checks(tables: list[Table], workloads: list[Workload], rows_by: dict,
     summary += pool_summary + rss_summary
     for t in tables:
         if t.name == "objpool-shuffle" and pool_body:
-            t.notes.append("fa_pool against the targets of the issue (fa_pool's time at most "
+            t.notes.append("fa_pool against the targets of the issues (fa_pool's time at most "
                            f"{POOL_TARGET_VS_GLIBC:.2f}x glibc's and {POOL_TARGET_VS_BEST:.2f}x the best "
-                           "malloc's, at every thread count):")
+                           f"malloc's, the first pool's; at most {POOL_TARGET_VS_OWN:.2f}x fastalloc's own malloc's, #25; "
+                           "at every thread count):")
             t.subtables.append((["threads", "fa_pool ms", "vs glibc", f"<= {POOL_TARGET_VS_GLIBC:.2f}x",
-                                 "vs best malloc", f"<= {POOL_TARGET_VS_BEST:.2f}x"], pool_body, (0,)))
+                                 "vs best malloc", f"<= {POOL_TARGET_VS_BEST:.2f}x",
+                                 "vs fastalloc's malloc", f"<= {POOL_TARGET_VS_OWN:.2f}x"], pool_body, (0,)))
         if t.name == "objpool-rss" and rss_lines:
             t.bullets += rss_lines
     return summary
