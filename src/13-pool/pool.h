@@ -46,6 +46,7 @@
 #define FA_POOL_POOL_H
 
 #include "fastalloc.h"
+#include "00-base/asan.h"
 #include "00-base/config.h"
 #include "00-base/lock.h"
 #include "02-records/freelist.h"
@@ -337,8 +338,10 @@ size_t fa__pool_trim_locked(fa_pool *pool, uint64_t before) FA_HIDDEN;
 extern __thread struct lpool *fa__pool_lp[FAST_SLOTS + 1]
     __attribute__((tls_model("initial-exec"))) FA_HIDDEN;
 extern __thread struct lpool **fa__pool_lp_more __attribute__((tls_model("initial-exec"))) FA_HIDDEN;
-/* The calling thread's entry of fa__pool_lp for pool, on the fast paths. */
-#if defined(__x86_64__) && defined(__SEG_FS)
+/* The calling thread's entry of fa__pool_lp for pool, on the fast paths.
+ * Not in a sanitizer build: AddressSanitizer checks a %fs-relative load's
+ * offset as if it were an address. */
+#if defined(__x86_64__) && defined(__SEG_FS) && !defined(FA_ASAN) && !defined(__SANITIZE_THREAD__)
 #define FAST_LP(pool) (*(struct lpool *__seg_fs const *)(pool)->tls_off)
 #else
 #define FAST_LP(pool) (fa__pool_lp[(pool)->tls_idx])
