@@ -67,15 +67,13 @@ static struct block *full_with_remote(fa_pool *pool, struct lpool *lp, size_t sc
     for (size_t s = 0; s < scan && lp->full.head != NULL; s++) {
         struct block *b = lp->full.head;
         fa__pool_bl_remove(&lp->full, b);
-        if (block_has_remote(b)) {
-            fa__pool_block_collect(pool, b);
-            if (b->out == 0)
-                block_reset(pool, b);
-            if (b->free != NULL || b->bump < b->end) {
-                /* Others may have had puts too: look again next time. */
-                __atomic_store_n(&lp->remote_hint, 1, __ATOMIC_RELAXED);
-                return b;
-            }
+        fa__pool_block_collect(pool, b);
+        if (b->out == 0)
+            block_reset(pool, b);
+        if (b->free != NULL || b->bump < b->end) {
+            /* Others may have had puts too: look again next time. */
+            __atomic_store_n(&lp->remote_hint, 1, __ATOMIC_RELAXED);
+            return b;
         }
         fa__pool_bl_add(&lp->full, b, W_FULL, true);
     }

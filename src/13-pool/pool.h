@@ -262,7 +262,7 @@ static inline int has_built_free(const fa_pool *pool, const struct block *b)
 /* Remote puts: a push, then the count.  A taker reads the count first, so
  * every put it counts is in the list it takes or in an earlier one; `out`
  * can lag the truth but never run ahead of it, and out == 0 means that
- * every object is back on the free list.  The three functions of this
+ * every object is back on the free list.  The two functions of this
  * protocol stay together here, though only the put's slow path pushes. */
 static inline void remote_push(struct block *b, void *u, intptr_t off)
 {
@@ -290,12 +290,6 @@ static inline void *remote_take(struct block *b, int64_t *counted)
     if (__atomic_load_n(&b->remote, __ATOMIC_RELAXED) == NULL)
         return NULL;
     return __atomic_exchange_n(&b->remote, NULL, __ATOMIC_ACQUIRE);
-}
-
-static inline int block_has_remote(const struct block *b)
-{
-    return __atomic_load_n(&b->remote, __ATOMIC_RELAXED) != NULL ||
-           __atomic_load_n(&b->nremote, __ATOMIC_RELAXED) != b->nremote_seen;
 }
 
 /* blocks.c: the lists (linking a block in also sets its `where` and its
