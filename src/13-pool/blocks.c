@@ -109,8 +109,10 @@ struct block *fa__pool_block_new(fa_pool *pool, struct lpool *owner)
     b->bump = b->built_end = first_obj(pool, b);
     b->end = b->bump + objs * pool->slot;
     /* The pool's first block faults page by page, so that a pool of a few
-     * objects holds a page or two; a pool past it is in bulk use. */
-    b->pop_end = pool->blocks == NULL ? b->end : os_page_up((uintptr_t)(b + 1));
+     * objects holds a page or two; a pool past it is in bulk use.  Objects
+     * larger than a page are not populated: a cut writes only their first
+     * page, and the program may never touch the rest. */
+    b->pop_end = pool->blocks == NULL || pool->slot > 4096 ? b->end : os_page_up((uintptr_t)(b + 1));
     b->next = pool->blocks;
     pool->blocks = b;
     return b;
