@@ -171,7 +171,7 @@ void fa__pool_lp_retire(fa_pool *pool, struct lpool *lp)
     fa__lock(&g->lock);
     if (lp->cur != NULL)
         to_global(g, close_cur(lp), now);
-    for (struct blist *l = lp->lists; l < lp->lists + W_SPARE - W_AVAIL + 1; l++)
+    for (struct blist *l = lp->lists; l < lp->lists + NLISTS; l++)
         for (struct block *b; (b = l->head) != NULL;) {
             fa__pool_bl_remove(l, b);
             to_global(g, b, now);

@@ -74,6 +74,7 @@
  * keeps all its state. */
 
 enum where { W_NONE, W_CUR, W_AVAIL, W_FRESH, W_FULL, W_SPARE, W_GPART, W_GEMPTY, W_DEBUG };
+#define NLISTS (W_SPARE - W_AVAIL + 1) /* a local pool's lists, W_AVAIL to W_SPARE */
 
 struct block;
 struct blist {
@@ -133,7 +134,7 @@ struct lpool {
             struct blist full;  /* blocks with none (until a put or a remote put) */
             struct blist spare; /* blocks all free, at most spare_max */
         };
-        struct blist lists[W_SPARE - W_AVAIL + 1];
+        struct blist lists[NLISTS];
     };
     struct block *last;    /* while no block is current: the last put's */
     struct block *emptied; /* the last block a put emptied */
