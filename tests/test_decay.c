@@ -19,7 +19,7 @@
  *          space purge less than 8 times what they free;
  *   unreplaced  8 threads free 4 MiB each and exit, with no new thread and
  *          no fall (64 MiB stay in use): the exits give the freed memory
- *          back, down to 1/8 of the memory in use.
+ *          back, down to 1/8 of the memory in use (RSS from /proc).
  * And the options no other test sets, each run under its environment
  * variable (tests/CMakeLists.txt) and checked by its effect:
  *   tc_bytes     THREAD_CACHE_BYTES=64K: one thread's cache holds and claims
@@ -954,6 +954,21 @@ static void *free_and_wait(void *arg)
     return NULL;
 }
 
+/* The process's resident bytes, from /proc/self/statm; the test stops if
+ * it cannot be read, so that no missing value passes a bound. */
+static size_t process_rss(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size = 0, rss = -1;
+    CHECK(f != NULL);
+    if (f != NULL) {
+        CHECK(fscanf(f, "%ld %ld", &size, &rss) == 2);
+        fclose(f);
+    }
+    CHECK(rss >= 0);
+    return (size_t)rss * (size_t)sysconf(_SC_PAGESIZE);
+}
+
 static int case_unreplaced(void)
 {
     CHECK(fa_option_set("purge_delay_ms", 60 * 1000) == 0); /* no timed purge */
@@ -964,19 +979,26 @@ static int case_unreplaced(void)
         CHECK(live[i] != NULL);
         memset(live[i], 1, BLOCK);
     }
+    size_t rss0 = process_rss();
     CHECK(pthread_barrier_init(&unreplaced_bar, NULL, UNREPLACED) == 0);
     run_threads(UNREPLACED, free_and_wait, 0, 0);
+    size_t rss1 = process_rss();
     fa_stats_t st;
     fa_stats(&st);
     size_t in_use = st.in_spans + st.large;
-    printf("%d threads freed %d MiB and exited: %zu MiB in use, %zu MiB dirty, %zu MiB purged\n", UNREPLACED,
-           UNREPLACED * 4, in_use >> 20, st.dirty >> 20, st.purged_total >> 20);
+    printf("%d threads freed %d MiB and exited: %zu MiB in use, %zu MiB dirty, %zu MiB purged, RSS %zu -> %zu MiB\n",
+           UNREPLACED, UNREPLACED * 4, in_use >> 20, st.dirty >> 20, st.purged_total >> 20, rss0 >> 20,
+           rss1 >> 20);
     /* No fall: 64 MiB of 96 stayed in use. */
     CHECK(in_use >= (size_t)LIVE && in_use <= (size_t)LIVE + (16u << 20));
-    /* The exits gave the threads' 32 MiB back: 19-33 MiB purged is
-     * measured, and what is not purged yet is dirty (bounded below). */
-    CHECKF(st.purged_total >= (16u << 20), "%zu MiB purged after %d threads freed %d MiB and exited",
-           st.purged_total >> 20, UNREPLACED, UNREPLACED * 4);
+    /* The exits gave the threads' 32 MiB back: the process holds no more
+     * than before the threads came, but for what may stay dirty (bounded
+     * below) and the threads' own leftovers (up to 3 MiB measured, under
+     * AddressSanitizer; a 21 MiB rise when exits kept their spans).  The
+     * check was purged_total once, which counts whole spans, resident or
+     * not: 13 to 116 MiB over runs that all gave the memory back. */
+    CHECKF(rss1 <= rss0 + in_use / 8 + (4u << 20), "RSS %zu MiB after %d threads freed %d MiB and exited, %zu before",
+           rss1 >> 20, UNREPLACED, UNREPLACED * 4, rss0 >> 20);
     CHECKF(st.dirty <= in_use / 8, "%zu MiB dirty after the threads exited, more than 1/8 of %zu MiB in use",
            st.dirty >> 20, in_use >> 20);
     for (size_t i = 0; i < LIVE / BLOCK; i++)
