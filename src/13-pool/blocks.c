@@ -12,14 +12,17 @@
 
 void fa__pool_bl_add(struct blist *l, struct block *b, int where, bool at_tail)
 {
-    struct block **end = at_tail ? &l->tail : &l->head, *e = *end;
-    b->lnext = at_tail ? NULL : e;
-    b->lprev = at_tail ? e : NULL;
-    if (e != NULL)
-        *(at_tail ? &e->lnext : &e->lprev) = b;
-    else
-        *(at_tail ? &l->head : &l->tail) = b;
-    *end = b;
+    if (at_tail) {
+        b->lnext = NULL;
+        b->lprev = l->tail;
+        *(l->tail != NULL ? &l->tail->lnext : &l->head) = b;
+        l->tail = b;
+    } else {
+        b->lprev = NULL;
+        b->lnext = l->head;
+        *(l->head != NULL ? &l->head->lprev : &l->tail) = b;
+        l->head = b;
+    }
     __atomic_store_n(&l->n, l->n + 1, __ATOMIC_RELAXED); /* peeked without the lock */
     b->where = (uint8_t)where;
     /* Read by any thread's put (it never equals another thread's token). */

@@ -80,8 +80,9 @@ void fa__pool_place(fa_pool *pool, struct lpool *lp, struct block *b)
                 lp->emptied = NULL;
             if (lp->last == b)
                 lp->last = NULL;
+            uint64_t now = fa__now_ms();
             fa__lock(&lp->g->lock);
-            to_global(lp->g, b, fa__now_ms());
+            to_global(lp->g, b, now);
             fa__unlock(&lp->g->lock);
             fa__pool_maybe_idle_trim(pool);
         }
