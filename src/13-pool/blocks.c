@@ -25,8 +25,6 @@ void fa__pool_bl_add(struct blist *l, struct block *b, int where, bool at_tail)
     }
     __atomic_store_n(&l->n, l->n + 1, __ATOMIC_RELAXED); /* peeked without the lock */
     b->where = (uint8_t)where;
-    /* Read by any thread's put (it never equals another thread's token). */
-    __atomic_store_n(&b->tag, where == W_AVAIL ? (uintptr_t)b->owner : 0, __ATOMIC_RELAXED);
 }
 
 void fa__pool_bl_remove(struct blist *l, struct block *b)
@@ -42,7 +40,6 @@ void fa__pool_bl_remove(struct blist *l, struct block *b)
     __atomic_store_n(&l->n, l->n - 1, __ATOMIC_RELAXED);
     b->lnext = b->lprev = NULL;
     b->where = W_NONE;
-    __atomic_store_n(&b->tag, 0, __ATOMIC_RELAXED);
 }
 
 /* ---- blocks ---- */
@@ -52,21 +49,14 @@ static uintptr_t os_page_up(uintptr_t a)
     return (a + 4095) & ~(uintptr_t)4095;
 }
 
-/* Move a non-current block's remote puts onto its free list. */
+/* Mark a block's remote puts free. */
 void fa__pool_block_collect(fa_pool *pool, struct block *b)
 {
     int64_t n;
     void *r = remote_take(b, &n);
     b->out -= n;
-    if (r == NULL)
-        return;
-    if (b->free != NULL) {
-        void *t = r;
-        while (fa__fl_next_at(t, negoff(pool)) != NULL)
-            t = fa__fl_next_at(t, negoff(pool));
-        fa__fl_set_next_at(t, negoff(pool), b->free);
-    }
-    b->free = r;
+    for (; r != NULL; r = fa__fl_next_at(r, negoff(pool)))
+        set_free(pool, b, (uintptr_t)r);
 }
 
 /* A new block, not in any list.  grow held.  NULL when the pool is at its
@@ -109,7 +99,7 @@ struct block *fa__pool_block_new(fa_pool *pool, struct lpool *owner)
         pool->bytes_peak = pool->bytes_os;
     pool->reserved += objs;
     __atomic_store_n(&b->owner, owner, __ATOMIC_RELAXED);
-    b->bump = b->built_end = first_obj(pool, b);
+    b->bump = first_obj(pool, b);
     b->end = b->bump + objs * pool->slot;
     /* The pool's first block faults page by page, so that a pool of a few
      * objects holds a page or two; a pool past it is in bulk use.  Objects
@@ -130,19 +120,40 @@ void fa__pool_populate(struct block *b, uintptr_t top)
     b->pop_end = to;
 }
 
-/* Cut one object from b's uncut part, constructing it if it is new. */
+/* Cut one object from b's uncut part, constructing it. */
 void *fa__pool_cut_one(fa_pool *pool, struct block *b)
 {
     uintptr_t u = b->bump;
     if (u >= b->end)
         return NULL;
     b->bump = u + pool->slot;
-    if (u >= b->built_end) {
-        if (pool->ctor)
-            pool->ctor((void *)u, pool->arg);
-        b->built_end = b->bump;
-    }
+    if (pool->ctor)
+        pool->ctor((void *)u, pool->arg);
     return (void *)u;
+}
+
+size_t fa__pool_take(fa_pool *pool, struct block *b, size_t want, void **out)
+{
+    uintptr_t first = first_obj(pool, b);
+    size_t words = (pool->per_block + 63) / 64, w = b->scan, k = 0;
+    for (; w < words; w++) {
+        uint64_t m = b->bits[w];
+        for (; m != 0 && k < want; k++) {
+            out[k] = (void *)(first + (w * 64 + (size_t)__builtin_ctzll(m)) * pool->slot);
+            m &= m - 1;
+        }
+        b->bits[w] = m;
+        if (k == want)
+            break;
+    }
+    b->scan = (uint32_t)w;
+    for (size_t i = 0; i < k / 2; i++) {
+        void *t = out[i];
+        out[i] = out[k - 1 - i];
+        out[k - 1 - i] = t;
+    }
+    b->out += (int64_t)k;
+    return k;
 }
 
 /* ---- release ---- */
@@ -153,9 +164,8 @@ static size_t block_release(fa_pool *pool, struct block *b)
 {
     FA_UNPOISON((void *)block_base(pool, b), pool->block_size);
     if (pool->dtor)
-        for (uintptr_t u = first_obj(pool, b); u < b->built_end; u += pool->slot)
+        for (uintptr_t u = first_obj(pool, b); u < b->bump; u += pool->slot)
             pool->dtor((void *)u, pool->arg);
-    pool->remote_retired += b->nremote;
     pool->reserved -= (b->end - first_obj(pool, b)) / pool->slot;
     pool->bytes_os -= pool->block_size;
     fa__os_unmap((void *)block_base(pool, b), pool->block_size);

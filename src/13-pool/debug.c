@@ -31,11 +31,6 @@ static struct block *debug_find_block(fa_pool *pool, void *obj)
     return NULL;
 }
 
-static size_t slot_index(fa_pool *pool, struct block *b, void *u)
-{
-    return ((uintptr_t)u - first_obj(pool, b)) / pool->slot;
-}
-
 /* Objects keep no state while free: they are filled. */
 static bool filled(const fa_pool *pool)
 {
@@ -62,7 +57,7 @@ void *fa__pool_debug_get(fa_pool *pool)
     }
     if (o != NULL) {
         struct block *b = block_of(pool, o);
-        size_t i = slot_index(pool, b, o);
+        size_t i = slot_index(pool, b, (uintptr_t)o);
         b->bits[i / 64] |= (uint64_t)1 << (i % 64);
         b->out++;
         pool->gets_retired++;
@@ -114,7 +109,7 @@ void fa__pool_debug_put(fa_pool *pool, void *u)
         fa__dbg_report_end();
         return;
     }
-    size_t i = slot_index(pool, b, u);
+    size_t i = slot_index(pool, b, (uintptr_t)u);
     uint64_t bit = (uint64_t)1 << (i % 64);
     if (!(b->bits[i / 64] & bit)) {
         pthread_mutex_unlock(&pool->grow);

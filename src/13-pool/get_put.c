@@ -1,12 +1,12 @@
 /* fa_pool_get and fa_pool_put, and the slow paths behind them.  The fast
- * paths are a pop or a push on the current block's list in the thread's
- * local pool, a few instructions each (tools/icount.sh --pool).  They stay
- * in one file with their slow paths, which are static here: each fast path
- * is then inlined whole into its public function and leaves for its slow
- * path by one direct jump (compare `objdump -d` of fa_pool_get and
- * fa_pool_put after a change).  The slow paths find the next block to
- * serve from: the thread's own lists, then remote puts, the global pools,
- * and last new memory. */
+ * paths are a pop or a push on the thread's cache, a few instructions each
+ * (tools/icount.sh --pool).  They stay in one file with their slow paths,
+ * which are static here: each fast path is then inlined whole into its
+ * public function and leaves for its slow path by one direct jump (compare
+ * `objdump -d` of fa_pool_get and fa_pool_put after a change).  A get's
+ * slow path refills the cache from the thread's own blocks, then from
+ * remote puts, the global pools, and last new memory; a put's slow path
+ * gives the cache's oldest objects back to their blocks (local.c). */
 #include "13-pool/pool.h"
 #include "00-base/asan.h"
 
@@ -31,26 +31,22 @@ static struct block *adopt(fa_pool *pool, struct lpool *lp, int built_only)
             struct block *c = g->part.head;
             fa__pool_bl_remove(&g->part, c);
             fa__pool_block_collect(pool, c);
-            if (has_built_free(pool, c) || (c->out == 0 && c->built_end > first_obj(pool, c)) ||
-                (!built_only && c->bump < c->end)) {
+            if (has_built_free(pool, c) || (!built_only && c->bump < c->end)) {
                 b = c;
                 break;
             }
             fa__pool_bl_add(&g->part, c, W_GPART, true);
         }
         if (b == NULL && g->empty.head != NULL &&
-            (!built_only || g->empty.head->built_end > first_obj(pool, g->empty.head))) {
+            (!built_only || has_built_free(pool, g->empty.head))) {
             b = g->empty.head;
             fa__pool_bl_remove(&g->empty, b);
         }
         if (b != NULL)
             __atomic_store_n(&b->owner, lp, __ATOMIC_RELAXED);
         fa__unlock(&g->lock);
-        if (b != NULL) {
-            if (b->out == 0)
-                block_reset(pool, b);
+        if (b != NULL)
             return b;
-        }
     }
     return NULL;
 }
@@ -68,9 +64,7 @@ static struct block *full_with_remote(fa_pool *pool, struct lpool *lp, size_t sc
         struct block *b = lp->full.head;
         fa__pool_bl_remove(&lp->full, b);
         fa__pool_block_collect(pool, b);
-        if (b->out == 0)
-            block_reset(pool, b);
-        if (b->free != NULL || b->bump < b->end) {
+        if (has_built_free(pool, b) || b->bump < b->end) {
             /* Others may have had puts too: look again next time. */
             __atomic_store_n(&lp->remote_hint, 1, __ATOMIC_RELAXED);
             return b;
@@ -82,24 +76,18 @@ static struct block *full_with_remote(fa_pool *pool, struct lpool *lp, size_t sc
     return NULL;
 }
 
-/* The next block for lp to serve from, taken out of its list.  Free
+/* The next block for lp's cache to take from, out of its list.  Free
  * objects already built come first (built_only), then objects never cut. */
 static struct block *next_block(fa_pool *pool, struct lpool *lp, int built_only)
 {
     struct block *b;
     if (built_only) {
-        if ((b = lp->last) != NULL && b->where == W_AVAIL) {
-            lp->last = NULL;
-            fa__pool_bl_remove(&lp->avail, b);
-            return b;
-        }
         if ((b = lp->avail.head) != NULL) {
             fa__pool_bl_remove(&lp->avail, b);
             return b;
         }
         if ((b = lp->spare.head) != NULL) {
             fa__pool_bl_remove(&lp->spare, b);
-            block_reset(pool, b);
             return b;
         }
         if ((b = full_with_remote(pool, lp, SCAN, 0)) != NULL)
@@ -134,11 +122,10 @@ static void *get_unowned(fa_pool *pool)
         b = fa__pool_block_new(pool, NULL);
     void *o = NULL;
     if (b != NULL) {
-        if ((o = b->free) != NULL)
-            b->free = fa__fl_next_at(o, negoff(pool));
-        else
-            o = fa__pool_cut_one(pool, b);
-        b->out += o != NULL;
+        if (has_built_free(pool, b))
+            fa__pool_take(pool, b, 1, &o);
+        else if ((o = fa__pool_cut_one(pool, b)) != NULL)
+            b->out++;
         fa__lock(&pool->g[0].lock);
         fa__pool_bl_add(&pool->g[0].part, b, W_GPART, false);
         fa__unlock(&pool->g[0].lock);
@@ -151,34 +138,48 @@ static void *get_unowned(fa_pool *pool)
     return o;
 }
 
-static inline void *pop(struct lpool *lp)
-{
-    void *o = lp->head;
-    lp->head = fa__fl_next_at(o, lp->negoff);
-    lp->gets++;
-    return o;
-}
-
-/* Link up to CUT_BATCH objects of b from its bump pointer, in address
- * order, below lim; the first is returned, the rest become lp's list. */
-static void *cut_batch(fa_pool *pool, struct lpool *lp, struct block *b, uintptr_t lim)
+/* Up to CUT_BATCH objects of b from its bump pointer into lp's cache
+ * (empty), the lowest on top.  Returns how many. */
+static size_t cut_batch(fa_pool *pool, struct lpool *lp, struct block *b)
 {
     uintptr_t u = b->bump;
-    size_t n = (lim - u) / pool->slot;
+    size_t n = (b->end - u) / pool->slot;
     if (n > CUT_BATCH)
         n = CUT_BATCH;
-    uintptr_t last = u + (n - 1) * pool->slot;
-    if (FA_UNLIKELY(last + pool->slot > b->pop_end))
-        fa__pool_populate(b, last + pool->slot);
-    for (uintptr_t p = u; p < last; p += pool->slot)
-        fa__fl_set_next_at((void *)p, lp->negoff, (void *)(p + pool->slot));
-    fa__fl_set_next_at((void *)last, lp->negoff, NULL);
-    b->bump = last + pool->slot;
-    if (b->bump > b->built_end)
-        b->built_end = b->bump;
-    lp->head = fa__fl_next_at((void *)u, lp->negoff);
-    lp->gets++;
-    return (void *)u;
+    if (n > lp->max)
+        n = lp->max;
+    b->bump = u + n * pool->slot;
+    if (FA_UNLIKELY(b->bump > b->pop_end))
+        fa__pool_populate(b, b->bump);
+    for (size_t i = 0; i < n; i++)
+        lp->cache[i] = (void *)(u + (n - 1 - i) * pool->slot);
+    b->out += (int64_t)n;
+    return n;
+}
+
+/* Fill lp's empty cache from one block: free objects already built first,
+ * in address order, then objects never used.  0 when there are none to
+ * have (the cap, or no memory). */
+static int refill(fa_pool *pool, struct lpool *lp)
+{
+    struct block *b = next_block(pool, lp, 1);
+    if (b == NULL && (b = next_block(pool, lp, 0)) == NULL)
+        return 0;
+    size_t n = 1;
+    if (has_built_free(pool, b)) {
+        n = fa__pool_take(pool, b, lp->max / 2, lp->cache);
+    } else if (pool->ctor) {
+        /* One object a call, so that exactly the objects handed out have
+         * been constructed. */
+        lp->cache[0] = fa__pool_cut_one(pool, b);
+        b->out++;
+    } else {
+        n = cut_batch(pool, lp, b);
+    }
+    fa__pool_place(pool, lp, b);
+    lp->n = n;
+    lp->taken += n;
+    return 1;
 }
 
 static FA_NOINLINE void *get_slow(fa_pool *pool)
@@ -189,62 +190,23 @@ static FA_NOINLINE void *get_slow(fa_pool *pool)
         if (lp == NULL)
             return pool->debug ? fa__pool_debug_get(pool) : get_unowned(pool);
     }
-    if (lp->head != NULL) /* a pool past FAST_SLOTS, or a new local pool */
-        return pop(lp);
-    for (;;) {
-        struct block *b = lp->cur;
-        if (b != NULL) {
-            /* Objects built before, cut again in address order. */
-            if (b->bump < b->built_end)
-                return cut_batch(pool, lp, b, b->built_end);
-            int64_t n;
-            void *r = remote_take(b, &n);
-            lp->out0 -= n;
-            if (r != NULL) {
-                lp->head = r;
-                return pop(lp);
-            }
-            if (cur_out(lp) == 0 && b->built_end > first_obj(pool, b)) {
-                /* Everything came back: cut it again, in order. */
-                block_reset(pool, b);
-                continue;
-            }
-        }
-        /* Free objects in other blocks come before new ones. */
-        struct block *nb = next_block(pool, lp, 1);
-        if (nb == NULL && b != NULL && b->bump < b->end) {
-            /* A pool with a ctor builds one object a call, so that exactly
-             * the objects handed out have been constructed. */
-            if (pool->ctor) {
-                lp->gets++;
-                return fa__pool_cut_one(pool, b);
-            }
-            return cut_batch(pool, lp, b, b->end);
-        }
-        if (b != NULL)
-            fa__pool_place(pool, lp, close_cur(lp));
-        if (nb == NULL)
-            nb = next_block(pool, lp, 0);
-        if (nb == NULL) {
-            errno = ENOMEM;
-            return NULL;
-        }
-        open_cur(lp, nb);
-        if (lp->head != NULL)
-            return pop(lp);
+    if (lp->n == 0 && !refill(pool, lp)) {
+        errno = ENOMEM;
+        return NULL;
     }
+    return lp->cache[--lp->n];
 }
 
-/* Where a get goes when its fast path finds nothing: a pool whose local
- * pool the fast paths do not read (tls_idx is not its id: past FAST_SLOTS,
- * or a ctor or dtor, pool.h) pops from it here, reading the link's offset;
- * this small function spares such a pool get_slow's entry and exit. */
+/* Where a get goes when its fast path finds nothing: a pool past
+ * FAST_SLOTS, whose local pool the fast paths do not find (tls_idx is not
+ * its id, pool.h), pops from it here; this small function spares such a
+ * pool get_slow's entry and exit. */
 static FA_NOINLINE void *get_miss(fa_pool *pool)
 {
     if (pool->tls_idx != pool->id) {
         struct lpool *lp = find_lp(pool);
-        if (lp->head != NULL)
-            return pop(lp);
+        if (lp->n != 0)
+            return lp->cache[--lp->n];
     }
     return get_slow(pool);
 }
@@ -252,121 +214,73 @@ static FA_NOINLINE void *get_miss(fa_pool *pool)
 void *fa_pool_get(fa_pool *pool)
 {
     struct lpool *lp = FAST_LP(pool);
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-    /* gcc keeps lp in %rax and then moves the object there to return it:
-     * an instruction more than with lp in another register. */
-    __asm__("" : "+c"(lp));
-#endif
-    void *o = lp->head;
-    if (FA_UNLIKELY(o == NULL)) {
-        o = get_miss(pool);
+    size_t n = lp->n;
+    if (FA_UNLIKELY(n == 0)) {
+        void *o = get_miss(pool);
         if (o != NULL && !pool->debug)
             FA_UNPOISON(o, pool->slot - pool->link_off);
         return o;
     }
-    lp->head = fa__fl_next_at(o, 0); /* a plain pool's link: pool.h, FAST_LP */
-    lp->gets++;
+    lp->n = --n;
+    void *o = lp->cache[n];
     FA_UNPOISON(o, pool->slot - pool->link_off);
     return o;
 }
 
 /* ---- put ---- */
 
-/* A put emptied b (all its objects are back).  b is where the next get
- * starts, so it stays; the block emptied before it, if still all free and
- * not current, is filed now: spare or handed over. */
-static FA_NOINLINE void put_emptied(fa_pool *pool, struct lpool *lp, struct block *b)
-{
-    struct block *p = lp->emptied;
-    lp->emptied = b;
-    if (p != NULL && p != b && p->owner == lp && p->where == W_AVAIL && p->out == 0 &&
-        p != lp->last) {
-        fa__pool_bl_remove(&lp->avail, p);
-        fa__pool_place(pool, lp, p);
-    }
-}
-
-/* The put paths that need no list change: into the current block, or
- * into one of the thread's own blocks while none is current.  Objects put in
- * random order land in many blocks, and keeping that second path short too
- * keeps more of the caller's cache misses in flight. */
-static inline __attribute__((always_inline)) int put_local(fa_pool *pool, struct lpool *lp, void *obj,
-                                                           intptr_t negoff)
-{
-    uintptr_t base = (uintptr_t)obj & lp->mask;
-    if (FA_LIKELY(base == lp->cur_base)) {
-        fa__fl_set_next_at(obj, negoff, lp->head);
-        lp->head = obj;
-        lp->puts++;
-        return 1;
-    }
-    /* tag == tok: b is on lp's avail list and lp has no current block. */
-    uintptr_t hdr = block_header(base);
-    if (FA_LIKELY(__atomic_load_n((uintptr_t *)(hdr + lp->tag_off), __ATOMIC_RELAXED) == lp->tok)) {
-        struct block *b = (struct block *)hdr;
-        fa__fl_set_next_at(obj, negoff, b->free);
-        b->free = obj;
-        lp->puts++;
-        lp->last = b;
-        if (FA_UNLIKELY(--b->out == 0))
-            put_emptied(pool, lp, b);
-        return 1;
-    }
-    return 0;
-}
-
+/* The cache is at its bound, or the thread has no local pool yet. */
 static FA_NOINLINE void put_slow(fa_pool *pool, void *obj)
 {
-    struct lpool *lp = find_lp(pool);
     if (pool->debug) {
         fa__pool_debug_put(pool, obj);
         return;
     }
-    struct block *b = block_of(pool, obj);
-    if (lp == &fa__pool_empty_lp || __atomic_load_n(&b->owner, __ATOMIC_RELAXED) != lp) {
-        /* Not ours (or no local pool): the owner takes it back later. */
-        remote_push(b, obj, negoff(pool));
+    struct lpool *lp = fa__pool_my_lp(pool);
+    if (lp == NULL) {
+        /* No local pool (the thread is exiting): its owner takes it back. */
+        pthread_mutex_lock(&pool->grow);
+        remote_push(block_of(pool, obj), obj, obj, 1, negoff(pool));
+        pool->puts_retired++;
+        pthread_mutex_unlock(&pool->grow);
         return;
     }
-    /* One of our blocks, not the current one: the object goes onto the
-     * block's own list, and the block is remembered so that the next get
-     * starts there (the object put last is the one got next).  There is no
-     * current block until then, so that a get cannot miss it. */
-    if (lp->cur != NULL)
-        fa__pool_place(pool, lp, close_cur(lp));
-    fa__fl_set_next_at(obj, lp->negoff, b->free);
-    b->free = obj;
+    if (lp->n >= lp->max)
+        fa__pool_spill(pool, lp, lp->max / 2);
+    lp->cache[lp->n++] = obj;
     lp->puts++;
-    lp->last = b;
-    if (b->where != W_AVAIL) {
-        if (b->where > W_AVAIL && b->where <= W_SPARE)
-            fa__pool_bl_remove(&lp->lists[b->where - W_AVAIL], b);
-        fa__pool_bl_add(&lp->avail, b, W_AVAIL, false);
-    }
-    if (--b->out == 0)
-        put_emptied(pool, lp, b);
 }
 
-/* The same for a put (get_miss): put_local with the link's offset. */
+/* The same for a put (get_miss). */
 static FA_NOINLINE void put_miss(fa_pool *pool, void *obj)
 {
-    struct lpool *lp;
-    if (pool->tls_idx == pool->id || (lp = find_lp(pool)) == &fa__pool_empty_lp ||
-        !put_local(pool, lp, obj, lp->negoff))
+    struct lpool *lp = find_lp(pool);
+    if (pool->tls_idx != pool->id && lp->n < lp->max) {
+        lp->cache[lp->n++] = obj;
+        lp->puts++;
+    } else {
         put_slow(pool, obj);
+    }
 }
 
 void fa_pool_put(fa_pool *pool, void *obj)
 {
 #ifdef FA_ASAN
     /* A free object is poisoned (00-base/asan.h): all of it when its link is
-     * in the header before it, all but the link otherwise.  A debug pool
-     * fills and checks its objects instead. */
+     * in the header before it, all but the link otherwise (a remote list may
+     * use it).  A debug pool fills and checks its objects instead. */
     if (!pool->debug) {
         size_t keep = pool->link_off == 0 ? sizeof(void *) : 0;
         FA_POISON((char *)obj + keep, pool->slot - pool->link_off - keep);
     }
 #endif
-    if (FA_UNLIKELY(!put_local(pool, FAST_LP(pool), obj, 0)))
+    struct lpool *lp = FAST_LP(pool);
+    size_t n = lp->n;
+    if (FA_UNLIKELY(n >= lp->max)) {
         put_miss(pool, obj);
+        return;
+    }
+    lp->cache[n] = obj;
+    lp->n = n + 1;
+    lp->puts++;
 }

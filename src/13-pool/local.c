@@ -1,10 +1,11 @@
 /* Local pools: each thread's own part of a pool, and the per-thread arrays
- * that find them.  A local pool is created on a thread's first get, holds
- * the thread's current block and its lists of other blocks, hands all-free
- * blocks over to its global pool, and gives everything back when its
- * thread exits or its pool is destroyed.  The get and put paths call in
- * here from their slow paths only: to file a block that leaves their hands,
- * and to find a thread its local pool. */
+ * that find them.  A local pool is created on a thread's first get or put,
+ * holds the thread's cache and its lists of blocks, gives the cache's
+ * oldest objects back to their blocks, hands all-free blocks over to its
+ * global pool, and gives everything back when its thread exits or its pool
+ * is destroyed.  The get and put paths call in here from their slow paths
+ * only: to file a block, to spill the cache, and to find a thread its
+ * local pool. */
 #include "13-pool/pool.h"
 #include "00-base/clock.h"
 #include "02-records/meta.h"
@@ -13,13 +14,10 @@
 
 /* ---- per-thread arrays of local pools (why they look so: pool.h) ---- */
 
-static struct block no_block;
-/* Stand-in for "no local pool yet": no free object and a current block that
- * no object is in, so both get and put fall into their slow path with no
- * extra test (its `cur` is not NULL for the same reason). */
-static uintptr_t no_tag; /* the stand-in's mask makes every block address 0 */
-struct lpool fa__pool_empty_lp = {.head = NULL, .mask = 0, .cur_base = 1, .tok = 1,
-                                  .tag_off = (intptr_t)&no_tag, .cur = &no_block};
+/* Stand-in for "no local pool yet": an empty cache with no room, so both
+ * get and put fall into their slow path with no extra test, and neither
+ * writes to it. */
+struct lpool fa__pool_empty_lp = {.n = 0, .max = 0};
 __thread struct lpool *fa__pool_lp[FAST_SLOTS + 1]
     __attribute__((tls_model("initial-exec"))) = {[0 ... FAST_SLOTS] = &fa__pool_empty_lp};
 __thread struct lpool **fa__pool_lp_more __attribute__((tls_model("initial-exec")));
@@ -67,19 +65,13 @@ static void to_global(struct gpool *g, struct block *b, uint64_t now)
         fa__pool_bl_add(&g->part, b, W_GPART, false);
 }
 
-/* File a block that just stopped being current.  May hand it over. */
+/* File a block that is in no list.  May hand it over. */
 void fa__pool_place(fa_pool *pool, struct lpool *lp, struct block *b)
 {
-    if (b->out == 0 && b->built_end > first_obj(pool, b)) {
+    if (b->out == 0 && b->bump > first_obj(pool, b)) {
         if (lp->spare.n < lp->spare_max) {
             fa__pool_bl_add(&lp->spare, b, W_SPARE, false);
         } else {
-            /* It leaves the thread (and may be unmapped by a trim): no
-             * pointer of ours may keep it. */
-            if (lp->emptied == b)
-                lp->emptied = NULL;
-            if (lp->last == b)
-                lp->last = NULL;
             uint64_t now = fa__now_ms();
             fa__lock(&lp->g->lock);
             to_global(lp->g, b, now);
@@ -93,6 +85,41 @@ void fa__pool_place(fa_pool *pool, struct lpool *lp, struct block *b)
     } else {
         fa__pool_bl_add(&lp->full, b, W_FULL, false);
     }
+}
+
+/* Object o is free again in b, a block of lp's; b changes list when it
+ * had no built object free, or has all free now. */
+static void give_back(fa_pool *pool, struct lpool *lp, struct block *b, void *o)
+{
+    set_free(pool, b, (uintptr_t)o);
+    if (--b->out == 0 || b->where != W_AVAIL) {
+        fa__pool_bl_remove(&lp->lists[b->where - W_AVAIL], b);
+        fa__pool_place(pool, lp, b);
+    }
+}
+
+void fa__pool_spill(fa_pool *pool, struct lpool *lp, size_t keep)
+{
+    size_t n = lp->n > keep ? lp->n - keep : 0;
+    for (size_t i = 0; i < n;) {
+        void *o = lp->cache[i];
+        struct block *b = block_of(pool, o);
+        if (__atomic_load_n(&b->owner, __ATOMIC_RELAXED) == lp) {
+            give_back(pool, lp, b, o);
+            i++;
+            continue;
+        }
+        /* Another thread's block: the run of its objects here goes onto
+         * its remote list at once. */
+        size_t j = i + 1;
+        for (; j < n && block_of(pool, lp->cache[j]) == b; j++)
+            fa__fl_set_next_at(lp->cache[j - 1], lp->negoff, lp->cache[j]);
+        remote_push(b, o, lp->cache[j - 1], j - i, lp->negoff);
+        i = j;
+    }
+    memmove(lp->cache, lp->cache + n, (lp->n - n) * sizeof lp->cache[0]);
+    lp->n -= n;
+    lp->spilled += n;
 }
 
 static struct lpool *lp_new(fa_pool *pool)
@@ -109,10 +136,8 @@ static struct lpool *lp_new(fa_pool *pool)
     __atomic_store_n(&lp->remote_hint, 0, __ATOMIC_RELAXED);
     lp->pool = pool;
     lp->negoff = negoff(pool);
-    lp->mask = ~(uintptr_t)(pool->block_size - 1);
-    lp->cur_base = 1;
-    lp->tok = (uintptr_t)lp;
-    lp->tag_off = (intptr_t)offsetof(struct block, tag);
+    lp->max = CACHE_BYTES / pool->slot;
+    lp->max = lp->max < CACHE_MIN ? CACHE_MIN : lp->max > CACHE_CAP ? CACHE_CAP : lp->max;
     lp->spare_max = pool->spare_max;
     lp->g = &pool->g[pool->rr++ % pool->ngpools];
     return lp;
@@ -163,24 +188,23 @@ struct lpool *fa__pool_my_lp(fa_pool *pool)
     return lp;
 }
 
-/* Every block of a local pool goes to its global pool (grow held). */
+/* The cache goes back to its blocks, and every block of a local pool to
+ * its global pool (grow held). */
 void fa__pool_lp_retire(fa_pool *pool, struct lpool *lp)
 {
+    fa__pool_spill(pool, lp, 0);
     struct gpool *g = lp->g;
     uint64_t now = fa__now_ms();
-    lp->last = lp->emptied = NULL;
     fa__lock(&g->lock);
-    if (lp->cur != NULL)
-        to_global(g, close_cur(lp), now);
     for (struct blist *l = lp->lists; l < lp->lists + NLISTS; l++)
         for (struct block *b; (b = l->head) != NULL;) {
             fa__pool_bl_remove(l, b);
             to_global(g, b, now);
         }
     fa__unlock(&g->lock);
-    pool->gets_retired += lp->gets;
+    pool->gets_retired += lp_gets(lp);
     pool->puts_retired += lp->puts;
-    lp->gets = lp->puts = lp->gets0 = lp->puts0 = 0;
+    lp->puts = lp->taken = lp->spilled = 0;
 }
 
 /* Every block of lp goes to its global pool, and lp leaves its pool's list

@@ -108,7 +108,7 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
     /* Grow the block until a useful number of objects fits after the header. */
     for (;;) {
         capacity = bs / slot;
-        hdr = COLOUR_ROOM + sizeof(struct block) + (opt->debug ? (capacity + 63) / 64 * 8 : 0);
+        hdr = COLOUR_ROOM + sizeof(struct block) + (capacity + 63) / 64 * 8;
         hdr = (hdr + align - 1) & ~(align - 1);
         if (bs > hdr && (bs - hdr) / slot >= 8)
             break;
@@ -125,6 +125,7 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
         return NULL;
     }
     pool->slot = slot;
+    pool->slot_inv = UINT64_MAX / slot + 1;
     pool->link_off = link_off;
     pool->align = align;
     pool->block_size = bs;
@@ -158,7 +159,7 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
         return NULL;
     }
     pool->id = id;
-    pool->tls_idx = id < FAST_SLOTS && link_off == 0 ? id : FAST_SLOTS;
+    pool->tls_idx = id < FAST_SLOTS ? id : FAST_SLOTS;
     pool->tls_off = (uintptr_t)&fa__pool_lp[pool->tls_idx] - (uintptr_t)__builtin_thread_pointer();
     pools[id] = pool;
     fa__unlock(&fa__pool_registry);
@@ -175,9 +176,10 @@ void fa_pool_destroy(fa_pool *pool)
     /* Every thread's local pool goes: its blocks join the global pools. */
     while (pool->locals.next != &pool->locals)
         fa__pool_lp_drop(pool, pool->locals.next);
-    /* dtor on every free object (objects still out get none): the free
-     * lists, remote puts, and what a reset block has not cut again.  The
-     * blocks are about to go: none of their memory stays poisoned. */
+    /* dtor on every free object (objects still out get none): those free
+     * in their blocks (the caches went back to them above) and remote puts,
+     * and a debug pool's lists.  The blocks are about to go: none of their
+     * memory stays poisoned. */
     for (struct block *b = pool->blocks; b != NULL; b = b->next)
         FA_UNPOISON((void *)block_base(pool, b), pool->block_size);
     if (pool->dtor) {
@@ -189,10 +191,10 @@ void fa_pool_destroy(fa_pool *pool)
             if (b->where == W_DEBUG)
                 continue;
             fa__pool_block_collect(pool, b);
-            for (void *o = b->free; o != NULL; o = fa__fl_next_at(o, negoff(pool)))
-                pool->dtor(o, pool->arg);
-            for (uintptr_t u = b->bump; u < b->built_end; u += pool->slot)
-                pool->dtor((void *)u, pool->arg);
+            for (size_t w = 0; w < (pool->per_block + 63) / 64; w++)
+                for (uint64_t m = b->bits[w]; m != 0; m &= m - 1)
+                    pool->dtor((void *)(first_obj(pool, b) + (w * 64 + (size_t)__builtin_ctzll(m)) * pool->slot),
+                               pool->arg);
         }
     }
     struct block *b = pool->blocks;
@@ -230,31 +232,28 @@ void fa_pool_stats(fa_pool *pool, fa_pool_stats_t *out)
     out->name = pool->name;
     out->object_size = pool->slot - pool->link_off;
     uint64_t gets = pool->gets_retired;
-    uint64_t puts = pool->puts_retired + pool->remote_retired;
-    for (struct lpool *lp = pool->locals.next; lp != &pool->locals; lp = lp->next) {
-        gets += __atomic_load_n(&lp->gets, __ATOMIC_RELAXED);
-        puts += __atomic_load_n(&lp->puts, __ATOMIC_RELAXED);
-    }
+    uint64_t puts = pool->puts_retired;
     /* Other threads change their blocks as this runs: the figures are
-     * exact only when the pool is quiet. */
-    size_t local = 0, global = 0;
+     * exact only when the pool is quiet.  Objects in caches are out for
+     * their blocks, free for the pool. */
+    int64_t local = 0, global = 0;
+    for (struct lpool *lp = pool->locals.next; lp != &pool->locals; lp = lp->next) {
+        gets += lp_gets(lp);
+        puts += __atomic_load_n(&lp->puts, __ATOMIC_RELAXED);
+        local += (int64_t)lp->n;
+    }
     for (struct block *b = pool->blocks; b != NULL; b = b->next) {
         uint64_t nr = __atomic_load_n(&b->nremote, __ATOMIC_RELAXED);
-        puts += nr;
-        struct lpool *owner = __atomic_load_n(&b->owner, __ATOMIC_RELAXED);
-        int64_t o = (owner != NULL && __atomic_load_n(&owner->cur, __ATOMIC_RELAXED) == b)
-                        ? cur_out(owner)
-                        : __atomic_load_n(&b->out, __ATOMIC_RELAXED);
-        o -= (int64_t)(nr - b->nremote_seen);
-        int64_t built = (int64_t)((b->built_end - first_obj(pool, b)) / pool->slot);
-        size_t f = built > o ? (size_t)(built - o) : 0;
-        if (owner != NULL)
+        int64_t o = __atomic_load_n(&b->out, __ATOMIC_RELAXED) - (int64_t)(nr - b->nremote_seen);
+        int64_t built = (int64_t)slot_index(pool, b, b->bump);
+        int64_t f = built > o ? built - o : 0;
+        if (__atomic_load_n(&b->owner, __ATOMIC_RELAXED) != NULL)
             local += f;
         else
             global += f;
     }
-    out->free_local = local;
-    out->free_global = global;
+    out->free_local = local > 0 ? (size_t)local : 0;
+    out->free_global = (size_t)global;
     out->gets = gets;
     out->puts = puts;
     out->live = gets > puts ? (size_t)(gets - puts) : 0;

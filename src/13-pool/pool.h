@@ -1,24 +1,29 @@
 /* Object pool: what the pool's files share.
  *
  * Objects are cut from blocks (64 KiB by default, aligned to their size, a
- * header near the start: block_header()).  Each block keeps its own LIFO
- * free list and belongs at any time to one thread's local pool or to one of
- * the pool's global pools.
+ * header near the start: block_header()).  Each block marks its free
+ * objects in a bitmap and belongs at any time to one thread's local pool or
+ * to one of the pool's global pools.
  *
- * A thread serves gets from one block at a time, its current block, whose
- * free-list head lives in the local pool (found in O(1): a per-thread array
- * indexed by the pool's id).  A put of an object of the current block is a
- * push onto that list.  A put of an object of another block of the thread's
- * makes that block the current one, so the object put last is always the
- * next one got.  A put of an object of a block the thread does not own goes
- * onto the block's remote list, a lock-free stack its owner takes whole when
- * its own lists run dry.
+ * In front of the blocks, each thread keeps a cache: a stack of pointers to
+ * free objects of any block, its own or another thread's, found in O(1) (a
+ * per-thread array indexed by the pool's id).  A get pops from it and a put
+ * pushes onto it, so the object put last is the next one got, and an object
+ * put by another thread than its owner's is reused where it was put, with
+ * no atomic operation and no trip back to its owner (tcmalloc's and
+ * jemalloc's thread caches do the same for malloc).  An empty cache is
+ * refilled from one of the thread's blocks: free objects lowest address
+ * first, or objects never used, cut in address order.  A cache at its bound
+ * gives its older half back to their blocks: a bit set in a block the
+ * thread owns, the remote list of any other, a lock-free stack its owner
+ * takes whole when its own blocks run dry.
  *
- * Why lists per block and not one list per thread (seed 001's design): a
- * list threaded through objects freed in random order is walked in random
- * order, one cache miss and often one TLB miss per get.  A block's list stays
- * within its block, and a block whose objects are all free is cut again from
- * its start, in address order, which the hardware prefetches.
+ * Why a bitmap per block and not one free list per thread (seed 001's
+ * design): a list threaded through objects freed in random order is walked
+ * in random order, one cache miss and often one TLB miss per get, and
+ * walked again to spill it.  A bit neither touches the object nor keeps an
+ * order: objects leave a block in address order, which the hardware
+ * prefetches, and neither a get, a put nor a spill reads an object.
  *
  * A block whose objects are all free is handed over whole to the thread's
  * global pool (one list push under a spinlock), beyond a small local spare.
@@ -61,19 +66,22 @@
 #define DEFAULT_IDLE_MS 1000
 #define IDLE_CHECK_EVERY 16      /* hand-overs and growths between two looks at the clock */
 #define GPOOLS_MAX 16
-#define CUT_BATCH 64             /* objects linked at once when a block is cut */
+#define CUT_BATCH 64             /* objects a cache takes at once when a block is cut */
+#define CACHE_BYTES ((size_t)32 << 10) /* a thread's cache bound, in objects' bytes ... */
+#define CACHE_MIN 16             /* ... but at least this many objects */
+#define CACHE_CAP 256            /* ... and at most this many */
 #define SCAN 8                   /* blocks looked at per search for remote puts */
 /* Bytes of a block's fresh pages faulted in with one call, as a cut
  * reaches them: a call costs about what one page fault does here, and a
  * thread's last block holds at most this much that it has not cut yet. */
 #define POPULATE_STEP ((uintptr_t)8 << 10)
 
-/* A free object's link word (through the free-list seam): at the object
- * for a plain pool, in a header before it for a pool with ctor or dtor
- * (negoff = -header size), since such a pool promises that a free object
- * keeps all its state. */
+/* A free object's link word on a remote list or a debug pool's lists
+ * (through the free-list seam): at the object for a plain pool, in a header
+ * before it for a pool with ctor or dtor (negoff = -header size), since such
+ * a pool promises that a free object keeps all its state. */
 
-enum where { W_NONE, W_CUR, W_AVAIL, W_FRESH, W_FULL, W_SPARE, W_GPART, W_GEMPTY, W_DEBUG };
+enum where { W_NONE, W_AVAIL, W_FRESH, W_FULL, W_SPARE, W_GPART, W_GEMPTY, W_DEBUG };
 #define NLISTS (W_SPARE - W_AVAIL + 1) /* a local pool's lists, W_AVAIL to W_SPARE */
 
 struct block;
@@ -84,28 +92,31 @@ struct blist {
 
 struct block {
     /* The owner's fields, read and written only by the owning thread, or
-     * under the global pool's lock while nobody owns the block.  A put into
-     * a block that is not current touches only this first line. */
+     * under the global pool's lock while nobody owns the block.  Giving an
+     * object back to a block touches this line and one of bits[]. */
     struct lpool *owner;   /* NULL: in a global pool, or a debug pool's */
-    void *free;            /* free list, while not current */
-    int64_t out;           /* objects handed out, while not current */
-    /* The owner while the block is on its avail list, else NULL: with
-     * lpool.tok, one compare admits a put to the short path. */
-    uintptr_t tag;
+    int64_t out;           /* objects cut and not free here (those in a
+                              cache count as out) */
     uint8_t where;
     uint8_t doomed;
-    uintptr_t bump, end;   /* next object to cut; end of the block's objects */
-    uintptr_t built_end;   /* objects below have entered the pool (ctor run) */
-    /* The slow paths' line. */
+    uint32_t scan;         /* no bit of bits[] below this word is set */
+    uintptr_t bump, end;   /* next object to cut (those below have entered
+                              the pool: ctor run); end of the block's objects */
     uintptr_t pop_end;     /* pages below are populated (fa__pool_populate) */
     uint64_t nremote_seen; /* remote puts already taken off `out` */
+    uint64_t stamp_ms;     /* when it entered a global pool all free */
+    /* The lists' line, written on slow paths, shared with the remote list:
+     * other threads push onto it in runs (a cache's spill), seldom enough
+     * that a line of its own did not pay for the objects it cost. */
     struct block *lnext, *lprev; /* in the list `where` names */
     struct block *next;    /* every block of the pool (grow) */
-    uint64_t stamp_ms;     /* when it entered a global pool all free */
-    /* Written by other threads. */
-    void *remote __attribute__((aligned(FA_CACHELINE)));
+    void *remote;          /* written by other threads */
     uint64_t nremote;      /* remote puts ever; added after the push */
-    uint64_t bits[];       /* debug pools: one bit per slot, set while out */
+    /* One bit per slot: set while the object is free in this block (a
+     * debug pool's: while it is out).  A free object keeps no link, so
+     * giving it back writes nothing into it, and a cache takes the free
+     * objects in address order whatever order they came back in. */
+    uint64_t bits[] __attribute__((aligned(FA_CACHELINE)));
 };
 
 struct gpool {
@@ -116,17 +127,13 @@ struct gpool {
 
 struct lpool {
     /* fast-path fields, one cache line */
-    void *head;            /* the current block's free list */
-    uint64_t gets, puts;
-    intptr_t negoff;       /* link word = object + negoff */
-    uintptr_t mask;        /* ~(block size - 1) */
-    uintptr_t cur_base;    /* the current block's address; 1 when none */
-    uintptr_t tok;         /* this lpool's address while no block is current, else | 1 */
-    intptr_t tag_off;      /* offsetof(struct block, tag) (the stand-in: see local.c) */
-    /* the current block's session: its `out` is out0 + gets - puts since */
-    struct block *cur;
-    int64_t out0;
-    uint64_t gets0 FA_ALIGNED_CL, puts0;
+    size_t n;              /* objects in the cache: cache[0..n), the newest last */
+    size_t max;            /* the cache's bound (0 in the stand-in) */
+    uint64_t puts;
+    /* Objects into the cache from blocks, and back to them: with puts
+     * and n, they give the gets (lp_gets). */
+    uint64_t taken, spilled;
+    intptr_t negoff;       /* link word = object + negoff (remote lists) */
     union { /* lists[where - W_AVAIL] */
         struct {
             struct blist avail; /* blocks with free objects (built) */
@@ -136,8 +143,6 @@ struct lpool {
         };
         struct blist lists[NLISTS];
     };
-    struct block *last;    /* while no block is current: the last put's */
-    struct block *emptied; /* the last block a put emptied */
     size_t spare_max;
     struct gpool *g;
     struct fa_pool *pool;
@@ -146,6 +151,10 @@ struct lpool {
     /* Raised by other threads: a remote put went into one of our blocks
      * whose remote list was empty. */
     int remote_hint FA_ALIGNED_CL;
+    /* The cache: a stack of pointers, so that neither a get nor a put
+     * touches the object, and a spill reads them in order.  Objects put in
+     * random order are each touched once, by the program. */
+    void *cache[CACHE_CAP] FA_ALIGNED_CL;
 } FA_ALIGNED_CL;
 
 struct fa_pool {
@@ -154,13 +163,11 @@ struct fa_pool {
      * thread for initial-exec TLS), so that a fast path reads it with one
      * %fs-relative load instead of three (FAST_LP). */
     uintptr_t tls_off;
-    /* The id below FAST_SLOTS, else FAST_SLOTS (a stand-in): for a pool
-     * past them, and for one with a ctor or dtor, whose links are not at
-     * the object's start, which is all the fast paths know (so that they
-     * do not read the link's offset). */
+    /* The id below FAST_SLOTS, else FAST_SLOTS (a stand-in). */
     uint32_t tls_idx;
     uint32_t id;
     size_t slot;           /* bytes per slot, a multiple of the alignment */
+    uint64_t slot_inv;     /* 2^64 / slot, rounded up (slot_index) */
     size_t link_off;       /* object = slot + link_off */
     size_t align;
     size_t block_size;
@@ -185,7 +192,6 @@ struct fa_pool {
     size_t bytes_os, bytes_peak;
     struct lpool locals;   /* sentinel */
     uint64_t gets_retired, puts_retired; /* from local pools gone, debug, exiting threads */
-    uint64_t remote_retired; /* remote puts into blocks released */
     uint64_t trims;
 
     /* debug pools: one LIFO list and the block being cut, under grow; the
@@ -246,32 +252,41 @@ static inline intptr_t negoff(const fa_pool *pool)
     return -(intptr_t)pool->link_off;
 }
 
-/* Cut again from the start: every object is free (out == 0, so no remote
- * put is pending either) and the list can be dropped for address order. */
-static inline void block_reset(fa_pool *pool, struct block *b)
+/* The slot of object u of b: a multiply, not a divide (u - first is a
+ * multiple of slot, below 2^64 / slot_inv). */
+static inline size_t slot_index(const fa_pool *pool, const struct block *b, uintptr_t u)
 {
-    b->free = NULL;
-    b->bump = first_obj(pool, b);
+    return (size_t)(((unsigned __int128)(u - first_obj(pool, b)) * pool->slot_inv) >> 64);
 }
 
+/* Free objects already built (not counting uncut ones). */
 static inline int has_built_free(const fa_pool *pool, const struct block *b)
 {
-    (void)pool;
-    return b->free != NULL || b->bump < b->built_end;
+    return (int64_t)slot_index(pool, b, b->bump) > b->out;
+}
+
+/* Object u is free in b again (its owner, or a global pool's lock). */
+static inline void set_free(const fa_pool *pool, struct block *b, uintptr_t u)
+{
+    size_t i = slot_index(pool, b, u);
+    b->bits[i / 64] |= (uint64_t)1 << (i % 64);
+    if (i / 64 < b->scan)
+        b->scan = (uint32_t)(i / 64);
 }
 
 /* Remote puts: a push, then the count.  A taker reads the count first, so
  * every put it counts is in the list it takes or in an earlier one; `out`
  * can lag the truth but never run ahead of it, and out == 0 means that
- * every object is back on the free list.  The two functions of this
- * protocol stay together here, though only the put's slow path pushes. */
-static inline void remote_push(struct block *b, void *u, intptr_t off)
+ * every object is free in the block.  The two functions of this
+ * protocol stay together here, though only the cache's spill pushes (a
+ * run of objects of one block, first to last, at once). */
+static inline void remote_push(struct block *b, void *first, void *last, uint64_t n, intptr_t off)
 {
     void *old = __atomic_load_n(&b->remote, __ATOMIC_RELAXED);
     do
-        fa__fl_set_next_at(u, off, old);
-    while (!__atomic_compare_exchange_n(&b->remote, &old, u, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
-    __atomic_fetch_add(&b->nremote, 1, __ATOMIC_RELEASE);
+        fa__fl_set_next_at(last, off, old);
+    while (!__atomic_compare_exchange_n(&b->remote, &old, first, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+    __atomic_fetch_add(&b->nremote, n, __ATOMIC_RELEASE);
     if (old == NULL) {
         /* The owner may change under us; a hint to a former owner only
          * costs it one look.  Local pools are never freed. */
@@ -293,14 +308,17 @@ static inline void *remote_take(struct block *b, int64_t *counted)
     return __atomic_exchange_n(&b->remote, NULL, __ATOMIC_ACQUIRE);
 }
 
-/* blocks.c: the lists (linking a block in also sets its `where` and its
- * tag), and a block's life.  fa__pool_block_new and
+/* blocks.c: the lists (linking a block in also sets its `where`), and a
+ * block's life.  fa__pool_block_new and
  * fa__pool_release_doomed want grow held. */
 void fa__pool_bl_add(struct blist *l, struct block *b, int where, bool at_tail) FA_HIDDEN;
 void fa__pool_bl_remove(struct blist *l, struct block *b) FA_HIDDEN;
 void fa__pool_block_collect(fa_pool *pool, struct block *b) FA_HIDDEN;
 struct block *fa__pool_block_new(fa_pool *pool, struct lpool *owner) FA_HIDDEN;
 void *fa__pool_cut_one(fa_pool *pool, struct block *b) FA_HIDDEN;
+/* Up to `want` of b's free objects (it has some) into out[], highest
+ * address first (a cache pops from its end); returns how many. */
+size_t fa__pool_take(fa_pool *pool, struct block *b, size_t want, void **out) FA_HIDDEN;
 /* Fault in b's pages from pop_end to at least top (a cut is about to reach
  * it), POPULATE_STEP at a time. */
 void fa__pool_populate(struct block *b, uintptr_t top) FA_HIDDEN;
@@ -356,49 +374,24 @@ static inline struct lpool *find_lp(const fa_pool *pool)
     return fa__pool_lp_more != NULL ? fa__pool_lp_more[pool->id] : &fa__pool_empty_lp;
 }
 
-/* ---- local pools: the current block's session ---- */
+/* ---- local pools: the cache's count ---- */
 
-/* The current block's `out`, from the session's counters: the fast paths
- * count gets and puts in the local pool alone. */
-static inline int64_t cur_out(const struct lpool *lp)
+/* Every object a get took came from a block or a put, and is in the cache
+ * no more. */
+static inline uint64_t lp_gets(const struct lpool *lp)
 {
-    return lp->out0 + (int64_t)(lp->gets - lp->gets0) - (int64_t)(lp->puts - lp->puts0);
+    return lp->taken - lp->spilled + lp->puts - lp->n;
 }
 
-static inline void open_cur(struct lpool *lp, struct block *b)
-{
-    lp->last = NULL;
-    lp->cur = b;
-    lp->cur_base = (uintptr_t)b & lp->mask;
-    lp->tok = (uintptr_t)lp | 1;
-    lp->head = b->free;
-    b->free = NULL;
-    b->where = W_CUR;
-    lp->out0 = b->out;
-    lp->gets0 = lp->gets;
-    lp->puts0 = lp->puts;
-}
-
-static inline struct block *close_cur(struct lpool *lp)
-{
-    struct block *b = lp->cur;
-    b->out = cur_out(lp);
-    b->free = lp->head;
-    b->where = W_NONE;
-    lp->head = NULL;
-    lp->cur = NULL;
-    lp->cur_base = 1;
-    lp->tok = (uintptr_t)lp;
-    return b;
-}
-
-/* local.c.  fa__pool_place files a block that just stopped being current
- * (and may hand it over); fa__pool_my_lp finds or creates the calling
+/* local.c.  fa__pool_place files a block that is in no list (and may
+ * hand it over); fa__pool_spill gives back all but the `keep` newest
+ * objects of lp's cache to their blocks; fa__pool_my_lp finds or creates the calling
  * thread's local pool (NULL when it cannot have one); fa__pool_lp_retire
  * hands all of a local pool's blocks to its global pool (grow held);
  * fa__pool_lp_drop also unlinks it and keeps it for reuse (registry and
  * grow held). */
 void fa__pool_place(fa_pool *pool, struct lpool *lp, struct block *b) FA_HIDDEN;
+void fa__pool_spill(fa_pool *pool, struct lpool *lp, size_t keep) FA_HIDDEN;
 struct lpool *fa__pool_my_lp(fa_pool *pool) FA_HIDDEN;
 void fa__pool_lp_retire(fa_pool *pool, struct lpool *lp) FA_HIDDEN;
 void fa__pool_lp_drop(fa_pool *pool, struct lpool *lp) FA_HIDDEN;
