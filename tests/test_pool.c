@@ -788,6 +788,60 @@ static void test_get_after_thread_exit(void)
     fa_pool_destroy(late_pool);
 }
 
+/* Requests handed between threads: each thread puts objects another thread
+ * got, and its next gets are those objects, last put first, with no new
+ * memory and nothing sent back to the getting thread.  A pool that returned
+ * each put to its owner (this pool before its caches) cut new objects here. */
+struct relay {
+    fa_pool *pool;
+    void **objs;
+    int n;
+    int ok;
+};
+
+static void *relay_thread(void *p)
+{
+    struct relay *r = p;
+    for (int i = 0; i < r->n; i++) {
+        CHECK(((uint64_t *)r->objs[i])[2] == (uint64_t)i);
+        fa_pool_put(r->pool, r->objs[i]);
+    }
+    r->ok = 1;
+    for (int i = r->n - 1; i >= 0; i--) {
+        void *o = fa_pool_get(r->pool);
+        r->ok &= o == r->objs[i];
+        ((uint64_t *)o)[2] = ~(uint64_t)i;
+    }
+    for (int i = 0; i < r->n; i++)
+        fa_pool_put(r->pool, r->objs[i]);
+    return NULL;
+}
+
+static void test_cross_thread_reuse(void)
+{
+    fa_pool_options o = {.object_size = 192, .idle_trim_ms = -1};
+    fa_pool *pool = fa_pool_create(&o);
+    enum { N = 40 };
+    static void *v[N];
+    for (int i = 0; i < N; i++) {
+        v[i] = fa_pool_get(pool);
+        ((uint64_t *)v[i])[2] = (uint64_t)i;
+    }
+    fa_pool_stats_t st;
+    fa_pool_stats(pool, &st);
+    size_t bytes0 = st.bytes_os;
+    struct relay r = {pool, v, N, 0};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, relay_thread, &r) == 0);
+    pthread_join(th, NULL);
+    CHECK(r.ok);
+    fa_pool_stats(pool, &st);
+    CHECKF(st.live == 0 && st.gets == 2 * N && st.puts == 2 * N, "live %zu gets %llu puts %llu", st.live,
+           st.gets, st.puts);
+    CHECKF(st.bytes_os == bytes0, "%zu bytes, %zu before", st.bytes_os, bytes0);
+    fa_pool_destroy(pool);
+}
+
 int main(void)
 {
     rss_meaningful = getenv("FA_TEST_UNDER_VALGRIND") == NULL;
@@ -808,5 +862,6 @@ int main(void)
     test_fork_busy();
     test_block_handed_over_and_trimmed();
     test_get_after_thread_exit();
+    test_cross_thread_reuse();
     return check_done("test_pool");
 }
