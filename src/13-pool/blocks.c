@@ -135,14 +135,15 @@ void *fa__pool_cut_one(fa_pool *pool, struct block *b)
 size_t fa__pool_take(fa_pool *pool, struct block *b, size_t want, void **out)
 {
     uintptr_t first = first_obj(pool, b);
+    uint64_t *bits = block_bits(pool, b);
     size_t words = (pool->per_block + 63) / 64, w = b->scan, k = 0;
     for (; w < words; w++) {
-        uint64_t m = b->bits[w];
+        uint64_t m = bits[w];
         for (; m != 0 && k < want; k++) {
             out[k] = (void *)(first + (w * 64 + (size_t)__builtin_ctzll(m)) * pool->slot);
             m &= m - 1;
         }
-        b->bits[w] = m;
+        bits[w] = m;
         if (k == want)
             break;
     }

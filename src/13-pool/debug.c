@@ -58,7 +58,7 @@ void *fa__pool_debug_get(fa_pool *pool)
     if (o != NULL) {
         struct block *b = block_of(pool, o);
         size_t i = slot_index(pool, b, (uintptr_t)o);
-        b->bits[i / 64] |= (uint64_t)1 << (i % 64);
+        block_bits(pool, b)[i / 64] |= (uint64_t)1 << (i % 64);
         b->out++;
         pool->gets_retired++;
         if (filled(pool))
@@ -111,14 +111,14 @@ void fa__pool_debug_put(fa_pool *pool, void *u)
     }
     size_t i = slot_index(pool, b, (uintptr_t)u);
     uint64_t bit = (uint64_t)1 << (i % 64);
-    if (!(b->bits[i / 64] & bit)) {
+    if (!(block_bits(pool, b)[i / 64] & bit)) {
         pthread_mutex_unlock(&pool->grow);
         fa__diag("fastalloc: debug: double put of %p (%zu bytes) in pool '%s', thread %d", u, pool->slot,
                  pool->name, fa__dbg_tid());
         fa__dbg_report_end();
         return;
     }
-    b->bits[i / 64] &= ~bit;
+    block_bits(pool, b)[i / 64] &= ~bit;
     b->out--;
     if (filled(pool))
         memset(u, FILL_PUT, pool->slot);

@@ -8,6 +8,7 @@
  * local pool. */
 #include "13-pool/pool.h"
 #include "00-base/clock.h"
+#include "01-os/os.h"
 #include "02-records/meta.h"
 
 #include <string.h>
@@ -30,7 +31,10 @@ static __thread int pool_tls_registered __attribute__((tls_model("initial-exec")
 fa__lock_t fa__pool_registry = FA_LOCK_INIT;
 
 /* Under the registry lock. */
-static struct lpool *spare_lps;    /* local pools dropped, for reuse */
+/* Local pools dropped, for reuse.  Their pages went back to the OS, so the
+ * list is an array beside them, mapped and doubled as it fills. */
+static struct lpool **spare_lps;
+static size_t spare_n, spare_cap;
 static struct lpool ***spare_more; /* recycled fa__pool_lp_more arrays */
 
 static pthread_key_t exit_key;
@@ -124,11 +128,16 @@ void fa__pool_spill(fa_pool *pool, struct lpool *lp, size_t keep)
 
 static struct lpool *lp_new(fa_pool *pool)
 {
-    struct lpool *lp = spare_lps; /* registry lock held */
-    if (lp != NULL)
-        spare_lps = lp->next;
-    else
-        lp = fa__meta_alloc(sizeof *lp);
+    /* registry lock held */
+    static unsigned colour;
+    struct lpool *lp = NULL;
+    if (spare_n > 0) {
+        lp = spare_lps[--spare_n];
+    } else {
+        char *page = fa__os_map(LP_PAGE, LP_PAGE);
+        if (page != NULL)
+            lp = (struct lpool *)(page + (1 + colour++ % LP_COLOURS) * FA_CACHELINE);
+    }
     if (lp == NULL)
         return NULL;
     /* Not the hint: a remote put may still raise it in a recycled lpool. */
@@ -215,9 +224,24 @@ void fa__pool_lp_drop(fa_pool *pool, struct lpool *lp)
     fa__pool_lp_retire(pool, lp);
     lp->prev->next = lp->next;
     lp->next->prev = lp->prev;
-    lp->next = spare_lps;
-    spare_lps = lp;
     *lp->slot = &fa__pool_empty_lp;
+    if (spare_n == spare_cap) {
+        size_t cap = spare_cap ? 2 * spare_cap : 512;
+        struct lpool **a = fa__os_map(cap * sizeof *a, 0);
+        if (a == NULL)
+            return; /* not kept: it stays mapped, as a stale owner may write its hint */
+        if (spare_n > 0) {
+            memcpy(a, spare_lps, spare_n * sizeof *a);
+            fa__os_unmap(spare_lps, spare_cap * sizeof *a);
+        }
+        spare_lps = a;
+        spare_cap = cap;
+    }
+    spare_lps[spare_n++] = lp;
+    /* Nothing in it is read again before lp_new clears it; a remote put
+     * that still takes it for its block's owner only raises its hint, into
+     * a fresh zero page. */
+    fa__os_release((void *)((uintptr_t)lp & ~(uintptr_t)(LP_PAGE - 1)), LP_PAGE, false);
 }
 
 static void thread_exit(void *arg)

@@ -104,12 +104,20 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
         ng = ncpu > 8 ? (unsigned)(ncpu / 4) : 2;
     if (ng > GPOOLS_MAX)
         ng = GPOOLS_MAX;
-    size_t capacity = 0, hdr = 0;
+    size_t capacity = 0, hdr = 0, bl = 0;
     /* Grow the block until a useful number of objects fits after the header. */
     for (;;) {
         capacity = bs / slot;
-        hdr = COLOUR_ROOM + sizeof(struct block) + (capacity + 63) / 64 * 8;
-        hdr = (hdr + align - 1) & ~(align - 1);
+        /* The header at each of its places, and the bits where it leaves
+         * them room (block_bits): the slots start after the farthest end. */
+        bl = (capacity + 8 * FA_CACHELINE - 1) / (8 * FA_CACHELINE);
+        hdr = 0;
+        for (size_t c = 0; c < COLOURS; c++) {
+            size_t end = bits_line(c, bl) + bl, h = c + HEADER_LINES;
+            hdr = end > hdr ? end : hdr;
+            hdr = h > hdr ? h : hdr;
+        }
+        hdr = (hdr * FA_CACHELINE + align - 1) & ~(align - 1);
         if (bs > hdr && (bs - hdr) / slot >= 8)
             break;
         bs *= 2;
@@ -130,6 +138,7 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
     pool->align = align;
     pool->block_size = bs;
     pool->data_off = hdr;
+    pool->bits_lines = bl;
     pool->per_block = (uint32_t)((bs - hdr) / slot);
     pool->chunk_blocks = CHUNK_FIRST;
     /* handover: free objects a thread may keep in all-free blocks. */
@@ -192,7 +201,7 @@ void fa_pool_destroy(fa_pool *pool)
                 continue;
             fa__pool_block_collect(pool, b);
             for (size_t w = 0; w < (pool->per_block + 63) / 64; w++)
-                for (uint64_t m = b->bits[w]; m != 0; m &= m - 1)
+                for (uint64_t m = block_bits(pool, b)[w]; m != 0; m &= m - 1)
                     pool->dtor((void *)(first_obj(pool, b) + (w * 64 + (size_t)__builtin_ctzll(m)) * pool->slot),
                                pool->arg);
         }
