@@ -76,26 +76,16 @@ static struct block *full_with_remote(fa_pool *pool, struct lpool *lp, size_t sc
     return NULL;
 }
 
-/* The next block for lp's cache to take from, out of its list.  Free
- * objects already built come first (built_only), then objects never cut. */
-static struct block *next_block(fa_pool *pool, struct lpool *lp, int built_only)
+/* The next block for lp's cache to take from, out of its list: free
+ * objects already built first, then objects never cut. */
+static struct block *next_block(fa_pool *pool, struct lpool *lp)
 {
-    struct block *b;
-    if (built_only) {
-        if ((b = lp->avail.head) != NULL) {
-            fa__pool_bl_remove(&lp->avail, b);
-            return b;
-        }
-        if ((b = lp->spare.head) != NULL) {
-            fa__pool_bl_remove(&lp->spare, b);
-            return b;
-        }
-        if ((b = full_with_remote(pool, lp, SCAN, 0)) != NULL)
-            return b;
-        return adopt(pool, lp, 1);
-    }
-    if ((b = lp->fresh.head) != NULL) {
-        fa__pool_bl_remove(&lp->fresh, b);
+    struct block *b = lp->avail.head != NULL ? lp->avail.head : lp->spare.head;
+    if (b == NULL && (b = full_with_remote(pool, lp, SCAN, 0)) == NULL && (b = adopt(pool, lp, 1)) == NULL)
+        b = lp->fresh.head;
+    if (b != NULL) {
+        if (b->where != W_NONE) /* a head of lp's lists, not a block taken out already */
+            fa__pool_bl_remove(&lp->lists[b->where - W_AVAIL], b);
         return b;
     }
     if ((b = adopt(pool, lp, 0)) != NULL)
@@ -162,8 +152,8 @@ static size_t cut_batch(fa_pool *pool, struct lpool *lp, struct block *b)
  * have (the cap, or no memory). */
 static int refill(fa_pool *pool, struct lpool *lp)
 {
-    struct block *b = next_block(pool, lp, 1);
-    if (b == NULL && (b = next_block(pool, lp, 0)) == NULL)
+    struct block *b = next_block(pool, lp);
+    if (b == NULL)
         return 0;
     size_t n = 1;
     if (has_built_free(pool, b)) {
@@ -182,6 +172,8 @@ static int refill(fa_pool *pool, struct lpool *lp)
     return 1;
 }
 
+/* The cache is empty, the thread has no local pool yet, or the pool is
+ * past FAST_SLOTS (the fast paths see the stand-in). */
 static FA_NOINLINE void *get_slow(fa_pool *pool)
 {
     struct lpool *lp = find_lp(pool);
@@ -197,26 +189,12 @@ static FA_NOINLINE void *get_slow(fa_pool *pool)
     return lp->cache[--lp->n];
 }
 
-/* Where a get goes when its fast path finds nothing: a pool past
- * FAST_SLOTS, whose local pool the fast paths do not find (tls_idx is not
- * its id, pool.h), pops from it here; this small function spares such a
- * pool get_slow's entry and exit. */
-static FA_NOINLINE void *get_miss(fa_pool *pool)
-{
-    if (pool->tls_idx != pool->id) {
-        struct lpool *lp = find_lp(pool);
-        if (lp->n != 0)
-            return lp->cache[--lp->n];
-    }
-    return get_slow(pool);
-}
-
 void *fa_pool_get(fa_pool *pool)
 {
     struct lpool *lp = FAST_LP(pool);
     size_t n = lp->n;
     if (FA_UNLIKELY(n == 0)) {
-        void *o = get_miss(pool);
+        void *o = get_slow(pool);
         if (o != NULL && !pool->debug)
             FA_UNPOISON(o, pool->slot - pool->link_off);
         return o;
@@ -229,7 +207,8 @@ void *fa_pool_get(fa_pool *pool)
 
 /* ---- put ---- */
 
-/* The cache is at its bound, or the thread has no local pool yet. */
+/* The cache is at its bound, the thread has no local pool yet, or the
+ * pool is past FAST_SLOTS (the fast paths see the stand-in). */
 static FA_NOINLINE void put_slow(fa_pool *pool, void *obj)
 {
     if (pool->debug) {
@@ -251,18 +230,6 @@ static FA_NOINLINE void put_slow(fa_pool *pool, void *obj)
     lp->puts++;
 }
 
-/* The same for a put (get_miss). */
-static FA_NOINLINE void put_miss(fa_pool *pool, void *obj)
-{
-    struct lpool *lp = find_lp(pool);
-    if (pool->tls_idx != pool->id && lp->n < lp->max) {
-        lp->cache[lp->n++] = obj;
-        lp->puts++;
-    } else {
-        put_slow(pool, obj);
-    }
-}
-
 void fa_pool_put(fa_pool *pool, void *obj)
 {
 #ifdef FA_ASAN
@@ -277,7 +244,7 @@ void fa_pool_put(fa_pool *pool, void *obj)
     struct lpool *lp = FAST_LP(pool);
     size_t n = lp->n;
     if (FA_UNLIKELY(n >= lp->max)) {
-        put_miss(pool, obj);
+        put_slow(pool, obj);
         return;
     }
     lp->cache[n] = obj;

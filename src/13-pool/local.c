@@ -30,11 +30,12 @@ static __thread int pool_tls_registered __attribute__((tls_model("initial-exec")
  * Defined here, in the lowest file that takes it. */
 fa__lock_t fa__pool_registry = FA_LOCK_INIT;
 
-/* Under the registry lock. */
-/* Local pools dropped, for reuse.  Their pages went back to the OS, so the
- * list is an array beside them, mapped and doubled as it fills. */
+/* Under the registry lock.  Local pools dropped, for reuse: their pages
+ * went back to the OS, so the list is an array beside them, reserved at
+ * first use and faulted in as it fills. */
+#define SPARE_LPS_MAX ((size_t)1 << 20)
 static struct lpool **spare_lps;
-static size_t spare_n, spare_cap;
+static size_t spare_n;
 static struct lpool ***spare_more; /* recycled fa__pool_lp_more arrays */
 
 static pthread_key_t exit_key;
@@ -225,18 +226,10 @@ void fa__pool_lp_drop(fa_pool *pool, struct lpool *lp)
     lp->prev->next = lp->next;
     lp->next->prev = lp->prev;
     *lp->slot = &fa__pool_empty_lp;
-    if (spare_n == spare_cap) {
-        size_t cap = spare_cap ? 2 * spare_cap : 512;
-        struct lpool **a = fa__os_map(cap * sizeof *a, 0);
-        if (a == NULL)
-            return; /* not kept: it stays mapped, as a stale owner may write its hint */
-        if (spare_n > 0) {
-            memcpy(a, spare_lps, spare_n * sizeof *a);
-            fa__os_unmap(spare_lps, spare_cap * sizeof *a);
-        }
-        spare_lps = a;
-        spare_cap = cap;
-    }
+    if (spare_lps == NULL)
+        spare_lps = fa__os_map(SPARE_LPS_MAX * sizeof *spare_lps, 0);
+    if (spare_lps == NULL || spare_n == SPARE_LPS_MAX)
+        return; /* not kept: it stays mapped, as a stale owner may write its hint */
     spare_lps[spare_n++] = lp;
     /* Nothing in it is read again before lp_new clears it; a remote put
      * that still takes it for its block's owner only raises its hint, into

@@ -108,16 +108,11 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
     /* Grow the block until a useful number of objects fits after the header. */
     for (;;) {
         capacity = bs / slot;
-        /* The header at each of its places, and the bits where it leaves
-         * them room (block_bits): the slots start after the farthest end. */
+        /* The slots start after the header at its last place, or after
+         * the bits of the last place that keeps them after it (block_bits). */
         bl = (capacity + 8 * FA_CACHELINE - 1) / (8 * FA_CACHELINE);
-        hdr = 0;
-        for (size_t c = 0; c < COLOURS; c++) {
-            size_t end = bits_line(c, bl) + bl, h = c + HEADER_LINES;
-            hdr = end > hdr ? end : hdr;
-            hdr = h > hdr ? h : hdr;
-        }
-        hdr = (hdr * FA_CACHELINE + align - 1) & ~(align - 1);
+        size_t last = bl < COLOURS ? bl - 1 : COLOURS - 1, lines = last + bl > COLOURS - 1 ? last + bl : COLOURS - 1;
+        hdr = ((HEADER_LINES + lines) * FA_CACHELINE + align - 1) & ~(align - 1);
         if (bs > hdr && (bs - hdr) / slot >= 8)
             break;
         bs *= 2;
