@@ -73,10 +73,42 @@ bool fa__os_commit(void *p, size_t size)
     return ok;
 }
 
+/* Linux 6.13 and later mark guard pages in the page tables (madvise's
+ * guard regions): no split of the mapping, and the mmap lock taken for
+ * reading, where mprotect takes it for writing and splits the mapping in
+ * three.  Under 4 threads freeing large blocks, mprotect's guards made
+ * malloc 20x slower (docs/HISTORY.md, #26).  Older kernels answer EINVAL
+ * and get mprotect, the same for every guard of the process. */
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#define MADV_GUARD_REMOVE 103
+#endif
+static int guard_marks = -1; /* unknown, then 1 or 0 for the process */
+
 bool fa__os_guard(void *p, size_t size)
 {
     int saved = errno;
-    bool ok = mprotect(p, size, PROT_NONE) == 0;
+    int marks = __atomic_load_n(&guard_marks, __ATOMIC_RELAXED);
+    bool ok;
+    if (marks != 0 && madvise(p, size, MADV_GUARD_INSTALL) == 0) {
+        ok = true;
+        if (marks < 0)
+            __atomic_store_n(&guard_marks, 1, __ATOMIC_RELAXED);
+    } else {
+        if (marks < 0)
+            __atomic_store_n(&guard_marks, 0, __ATOMIC_RELAXED);
+        ok = mprotect(p, size, PROT_NONE) == 0;
+    }
+    errno = saved;
+    return ok;
+}
+
+bool fa__os_unguard(void *p, size_t size)
+{
+    if (__atomic_load_n(&guard_marks, __ATOMIC_RELAXED) <= 0)
+        return fa__os_commit(p, size);
+    int saved = errno;
+    bool ok = madvise(p, size, MADV_GUARD_REMOVE) == 0;
     errno = saved;
     return ok;
 }

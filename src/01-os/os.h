@@ -16,8 +16,9 @@ void *fa__os_reserve(void *at, size_t size, size_t align) FA_HIDDEN;
  * False when the OS refuses (the commit limit). */
 bool fa__os_commit(void *p, size_t size) FA_HIDDEN;
 /* Make [p, p + size) a guard: any access faults (the hardened build's
- * guard pages); fa__os_commit undoes it. */
+ * guard pages); fa__os_unguard undoes it, and the pages read as zero. */
 bool fa__os_guard(void *p, size_t size) FA_HIDDEN;
+bool fa__os_unguard(void *p, size_t size) FA_HIDDEN;
 /* Give the physical pages back; the range stays mapped.  With lazy set
  * (MADV_FREE) the kernel takes them only under memory pressure and they do
  * not read as zero; otherwise (MADV_DONTNEED) they go now and read as zero. */

@@ -23,17 +23,120 @@ static size_t span_bytes(const struct fa__span *s)
 
 /* Give the large block s back to the page heap (its guard page made
  * ordinary again in the hardened build). */
-static void release(struct fa__span *s)
+static void unguard_free(struct fa__span *s)
 {
     if (FA_SECURE)
-        fa__os_commit((void *)(s->start + fa__large_size(s)), FA_PAGE_SIZE);
+        fa__os_unguard((void *)(s->start + fa__large_size(s)), FA_PAGE_SIZE);
     fa__ph_free(s);
 }
+
+#if FA_SECURE
+/* The hardened build's shared keeper: the blocks that leave the threads'
+ * keepers, or that none would hold, wait here with their guard pages in
+ * place for any thread's next large allocation of their size.  A guard
+ * costs two system calls, one to make it and one to undo it, and each
+ * takes the process's mapping lock; made and undone at every large block
+ * that missed a thread's keeper, they cost 4 threads freeing 300 KiB and
+ * 900 KiB blocks 20x their time (docs/HISTORY.md, #26).  Blocks leave for
+ * the page heap, oldest first, when the keeper is full, when a decay tick
+ * finds one it held since the tick before, and at a forced purge. */
+#define SHARED_SLOTS 64
+#define SHARED_BYTES ((size_t)64 << 20)
+
+static struct {
+    fa__lock_t lock;
+    struct fa__span *slot[SHARED_SLOTS]; /* oldest first */
+    unsigned n;
+    size_t bytes;
+    unsigned fresh; /* slot[fresh..n) came in since the last trim */
+} shared = {FA_LOCK_INIT, {NULL}, 0, 0, 0};
+
+static struct fa__span *shared_take(unsigned i)
+{
+    struct fa__span *s = shared.slot[i];
+    for (unsigned k = i + 1; k < shared.n; k++)
+        shared.slot[k - 1] = shared.slot[k];
+    shared.n--;
+    if (i < shared.fresh)
+        shared.fresh--;
+    shared.bytes -= span_bytes(s);
+    return s;
+}
+
+/* Keep s, guarded; the blocks that make room leave for the page heap. */
+static void release(struct fa__span *s)
+{
+    struct fa__span *out[SHARED_SLOTS + 1];
+    unsigned nout = 0;
+    size_t bytes = span_bytes(s);
+    fa__lock(&shared.lock);
+    if (bytes > SHARED_BYTES / 4) {
+        out[nout++] = s;
+    } else {
+        while (shared.n == SHARED_SLOTS || shared.bytes + bytes > SHARED_BYTES)
+            out[nout++] = shared_take(0);
+        __atomic_store_n(&s->state, FA_SPAN_CACHED, __ATOMIC_RELAXED);
+        FA_POISON((void *)s->start, bytes);
+        shared.slot[shared.n++] = s;
+        shared.bytes += bytes;
+    }
+    fa__unlock(&shared.lock);
+    for (unsigned i = 0; i < nout; i++)
+        unguard_free(out[i]);
+}
+
+/* The newest block the shared keeper holds of npages pages with at most
+ * 1/8 to spare, or NULL. */
+static struct fa__span *shared_fit(size_t npages)
+{
+    if (__atomic_load_n(&shared.n, __ATOMIC_RELAXED) == 0)
+        return NULL;
+    struct fa__span *s = NULL;
+    fa__lock(&shared.lock);
+    for (unsigned i = shared.n; i-- > 0;) {
+        size_t have = shared.slot[i]->npages - 1;
+        if (have >= npages && have - npages <= npages / 8) {
+            s = shared_take(i);
+            break;
+        }
+    }
+    fa__unlock(&shared.lock);
+    if (s != NULL)
+        __atomic_store_n(&s->state, FA_SPAN_LARGE, __ATOMIC_RELAXED);
+    return s;
+}
+
+void fa__large_shared_trim(bool all)
+{
+    struct fa__span *out[SHARED_SLOTS];
+    unsigned nout = 0;
+    fa__lock(&shared.lock);
+    unsigned old = all ? shared.n : shared.fresh; /* held at the last trim */
+    while (old-- > 0)
+        out[nout++] = shared_take(0);
+    shared.fresh = shared.n;
+    fa__unlock(&shared.lock);
+    for (unsigned i = 0; i < nout; i++)
+        unguard_free(out[i]);
+}
+
+void fa__large_lock_for_fork(void) { fa__lock(&shared.lock); }
+void fa__large_unlock_for_fork(void) { fa__unlock(&shared.lock); }
+#else
+static void release(struct fa__span *s)
+{
+    unguard_free(s);
+}
+
+void fa__large_shared_trim(bool all) { (void)all; }
+void fa__large_lock_for_fork(void) {}
+void fa__large_unlock_for_fork(void) {}
+#endif
 
 void fa__large_free_moved(struct fa__span *s)
 {
     if (FA_SECURE)
-        fa__os_commit((void *)(s->start + fa__large_size(s)), FA_PAGE_SIZE);
+        fa__os_unguard((void *)(s->start + fa__large_size(s)), FA_PAGE_SIZE);
     fa__ph_free_released(s);
 }
 
@@ -82,6 +185,17 @@ void *fa__large_alloc(struct fa__large_cache *lc, size_t size, size_t align, boo
             return (void *)s->start;
         }
     }
+#if FA_SECURE
+    if (align <= FA_PAGE_SIZE) {
+        struct fa__span *s = shared_fit(npages);
+        if (s != NULL) {
+            FA_UNPOISON((void *)s->start, fa__large_size(s));
+            if (zero)
+                memset((void *)s->start, 0, size);
+            return (void *)s->start;
+        }
+    }
+#endif
     size_t align_pages = align > FA_PAGE_SIZE ? align >> FA_PAGE_SHIFT : 1;
     /* The hardened build puts a guard page after each block: a write past
      * its end faults. */

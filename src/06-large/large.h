@@ -56,6 +56,14 @@ void fa__large_free_moved(struct fa__span *s) FA_HIDDEN;
  * holds more than cap bytes. */
 void fa__large_cache_trim(struct fa__large_cache *lc, size_t cap, bool idle) FA_HIDDEN;
 
+/* The hardened build's shared keeper of guarded blocks (large.c): give
+ * the page heap those held since the last call, or all of them; nothing in
+ * the default build.  The decay tick and a forced purge call it. */
+void fa__large_shared_trim(bool all) FA_HIDDEN;
+/* For fork: take and drop the shared keeper's lock. */
+void fa__large_lock_for_fork(void) FA_HIDDEN;
+void fa__large_unlock_for_fork(void) FA_HIDDEN;
+
 /* The usable size of the large block at p, or 0 (with one line) when p is
  * not one. */
 size_t fa__large_usable(void *p) FA_HIDDEN;

@@ -3,6 +3,7 @@
 #include "00-base/options.h"
 #include "05-central/central.h"
 #include "04-pageheap/pageheap.h"
+#include "06-large/large.h"
 #include "03-purge/purge.h"
 
 #include <pthread.h>
@@ -15,6 +16,7 @@ static int background_state; /* 0 none, 1 starting or running */
 static void tick(void)
 {
     fa__central_drain();
+    fa__large_shared_trim(false);
     if (__atomic_load_n(&fa__opt.purge_delay_ms, __ATOMIC_RELAXED) >= 0)
         fa__ph_purge(false);
     fa__decay_scavenge_soon();

@@ -7,6 +7,7 @@
 #include "02-records/freelist.h"
 #include "02-records/meta.h"
 #include "04-pageheap/pageheap.h"
+#include "06-large/large.h"
 #include "02-records/sizeclass.h"
 #include "08-tcache/tcache.h"
 #include "09-diag/debug.h"
@@ -44,6 +45,7 @@ static void fork_prepare(void)
     fa__dbg_lock_for_fork();
     fa__tc_lock_registry();
     fa__central_lock_all();
+    fa__large_lock_for_fork();
     fa__ph_lock_for_fork();
     fa__lock(&fa__meta_lock);
 }
@@ -52,6 +54,7 @@ static void fork_unlock_heap(void)
 {
     fa__unlock(&fa__meta_lock);
     fa__ph_unlock_for_fork();
+    fa__large_unlock_for_fork();
     fa__central_unlock_all();
     fa__tc_unlock_registry();
     fa__dbg_unlock_for_fork();

@@ -6,6 +6,7 @@
 #include "00-base/options.h"
 #include "05-central/central.h"
 #include "04-pageheap/pageheap.h"
+#include "06-large/large.h"
 #include "02-records/pagemap.h"
 #include "02-records/sizeclass.h"
 #include "08-tcache/tcache.h"
@@ -21,6 +22,7 @@ size_t fa_trim(void)
     fa__ensure_init();
     fa__tc_flush_mine();
     fa__central_drain();
+    fa__large_shared_trim(true);
     return fa__ph_purge(true);
 }
 
