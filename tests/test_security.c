@@ -12,7 +12,8 @@
  *   huge      requests no heap can meet: NULL and errno, no crash
  *   exec      the heap is never executable
  *   forged    a link forged by a write after free (hardened)
- *   uaf       freed bytes read back, and a write after free (hardened)
+ *   uaf       freed bytes read back, and a write after free (hardened,
+ *             with FASTALLOC_SECURE_ZERO=1)
  *   overflow  a write past a block's end, and one before its start
  *             (hardened)
  *
@@ -227,14 +228,23 @@ static int child_uaf(size_t n)
     return 0;
 }
 
-/* A write of 16 bytes past the end of a block (over), or before its start
- * (under), into a freed neighbour: the program must stop before the
- * neighbour is handed out again (exit 4).  Large blocks: a write one byte
- * past the end faults on the guard page. */
+/* Two bytes that differ: a canary of one byte repeated cannot match both. */
+static void scribble(char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (char)(0x41 + (i & 1));
+}
+
+/* A write past the end of a block (over), or of 8 bytes before its start,
+ * over the end of the block below it (under): the free of the block
+ * written must stop the program (exit 4 if it does not).  Large blocks: a
+ * write one byte past the end of a block of whole pages faults on the
+ * guard page, or, on a block given pages to spare, lands on the canary,
+ * and the free stops the program (guard); one past a block that ends
+ * inside its last page lands on the canary (tail). */
 static int child_overflow(const char *how, size_t n)
 {
-    bool over = strcmp(how, "over") == 0;
-    if (n > LARGE) {
+    if (strcmp(how, "guard") == 0) {
         /* Every usable byte of large blocks of many sizes, on pages other
          * blocks had, is writable: the guard is past them all.  (Hidden
          * from the compiler, whose _FORTIFY_SOURCE=3 bounds a block by the
@@ -254,31 +264,35 @@ static int child_overflow(const char *how, size_t n)
         fflush(stdout);
         volatile char *end = p + fa_malloc_usable_size(p);
         *end = 1;
+        fa_free(p); /* a block with pages to spare: its canary's */
         return 0;
     }
+    if (strcmp(how, "over") == 0 || strcmp(how, "tail") == 0) {
+        char *p = opaque_ptr(fa_malloc(n));
+        memset(p, 1, n);
+        scribble(p + n, 2);
+        fa_free(p);
+        return 4;
+    }
+    /* under: a block whose neighbour below is among the 64 taken. */
     enum { K = 64 };
     char *b[K];
-    size_t size = fa_malloc_usable_size(fa_malloc(n)); /* the class's size */
+    for (int i = 0; i < K; i++) {
+        b[i] = opaque_ptr(fa_malloc(n));
+        memset(b[i], 1, n);
+    }
+    size_t step = SIZE_MAX; /* the class's size: the least distance */
     for (int i = 0; i < K; i++)
-        b[i] = fa_malloc(n);
-    /* A pair of neighbours among the blocks: x and the block right after
-     * it (over) or right before it (under). */
+        for (int j = 0; j < K; j++)
+            if (b[j] > b[i] && (size_t)(b[j] - b[i]) < step)
+                step = (size_t)(b[j] - b[i]);
     for (int i = 0; i < K; i++)
         for (int j = 0; j < K; j++) {
-            if (b[j] != (over ? b[i] + size : b[i] - size))
+            if (b[j] != b[i] - step)
                 continue;
-            char *victim = b[j];
-            fa_free(victim);
-            if (over)
-                memset(b[i] + size, 0x41, 16);
-            else
-                memset(b[i] - 16, 0x41, 16);
-            for (int k = 0; k < 4096; k++)
-                if (fa_malloc(n) == victim) {
-                    printf("the overwritten block was handed out again\n");
-                    return 4;
-                }
-            return 0;
+            scribble(b[i] - 8, 8);
+            fa_free(b[i]);
+            return 4;
         }
     printf("no two neighbours among %d blocks\n", K);
     return 5;
@@ -307,13 +321,21 @@ static int child(const char *kind, const char *how, size_t n)
 
 enum outcome { EXIT0, ABORT, SEGV };
 
-static void run(const char *kind, const char *how, size_t n, enum outcome want, const char *line)
+static void zero_on(void *arg)
+{
+    (void)arg;
+    setenv("FASTALLOC_SECURE_ZERO", "1", 1);
+}
+
+/* A child that runs with the hardened build's `secure_zero` option on
+ * (zero), or with the options as they are. */
+static void run_opt(const char *kind, const char *how, size_t n, enum outcome want, const char *line, bool zero)
 {
     char size[32];
     snprintf(size, sizeof size, "%zu", n);
     char *argv[] = {(char *)child_self(), "child", (char *)kind, (char *)how, size, NULL};
     struct child_out r;
-    child_run(&r, NULL, NULL, argv);
+    child_run(&r, zero ? zero_on : NULL, NULL, argv);
     const char *what = WIFSIGNALED(r.status) ? strsignal(WTERMSIG(r.status)) : "exit";
     printf("%-8s %-11s %8zu B: %s %d\n", kind, how, n, what,
            WIFEXITED(r.status) ? WEXITSTATUS(r.status) : WTERMSIG(r.status));
@@ -323,7 +345,10 @@ static void run(const char *kind, const char *how, size_t n, enum outcome want, 
                kind, how, n, r.status, r.out, r.err);
         return;
     case SEGV: /* past the usable bytes, which must all have been written */
-        CHECKF(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGSEGV && strstr(r.out, "usable bytes written"),
+        CHECKF(WIFSIGNALED(r.status) &&
+                   (WTERMSIG(r.status) == SIGSEGV ||
+                    (WTERMSIG(r.status) == SIGABRT && strstr(r.err, "written past its end"))) &&
+                   strstr(r.out, "usable bytes written"),
                "%s %s at %zu B: status %#x, not SIGSEGV past the usable bytes; stdout: %s; stderr: %s", kind, how,
                n, r.status, r.out, r.err);
         return;
@@ -337,6 +362,11 @@ static void run(const char *kind, const char *how, size_t n, enum outcome want, 
         CHECKF(strstr(r.err, line) != NULL, "%s %s at %zu B: stderr lacks \"%s\": %s", kind, how, n, line, r.err);
         return;
     }
+}
+
+static void run(const char *kind, const char *how, size_t n, enum outcome want, const char *line)
+{
+    run_opt(kind, how, n, want, line, false);
 }
 
 static int case_double(void)
@@ -404,10 +434,10 @@ static int case_uaf(void)
 {
     if (!TEST_SECURE)
         return hardened_only("uaf");
-    /* Large blocks are not scrubbed (SECURITY.md). */
+    /* With `secure_zero` only; large blocks are not scrubbed (SECURITY.md). */
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (sizes[i] <= LARGE)
-            run("uaf", "-", sizes[i], ABORT, "heap corruption");
+            run_opt("uaf", "-", sizes[i], ABORT, "heap corruption", true);
     return check_done("test_security uaf");
 }
 
@@ -417,10 +447,13 @@ static int case_overflow(void)
         return hardened_only("overflow");
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         size_t n = sizes[i];
-        run("overflow", "over", n, n > LARGE ? SEGV : ABORT, "heap corruption");
-        /* A large block has no guard before it (SECURITY.md). */
-        if (n <= LARGE)
-            run("overflow", "under", n, ABORT, "heap corruption");
+        if (n > LARGE) {
+            run("overflow", "guard", n, SEGV, NULL);
+            run("overflow", "tail", n + 100, ABORT, "written past its end");
+            continue; /* a large block has no guard before it (SECURITY.md) */
+        }
+        run("overflow", "over", n, ABORT, "written past its end");
+        run("overflow", "under", n, ABORT, "found at the free of the block after it");
     }
     return check_done("test_security overflow");
 }

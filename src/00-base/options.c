@@ -67,6 +67,14 @@ const struct fa__option_def fa__option_defs[] = {
      .value = 0, .dflt = "0",
      .doc = "`1`: the hardened build (docs/SECURITY.md): `fastalloc-run` preloads `libfastalloc-secure.so`; the default library says at start-up that it is not that build",
      .off = FIELD(secure), .startup_only = true},
+    /* Zeroing every freed block cost the hardened build 1.3-4x on the
+     * loops that reuse blocks (docs/HISTORY.md, #26): an option of that
+     * build, off unless asked for. */
+    {.name = "secure_zero", .env = "FASTALLOC_SECURE_ZERO", .type = FA_OPT_BOOL, .min = 0,
+     .max = 1, .value = 0, .dflt = "0",
+     .doc = "hardened build: `1` zeroes each freed block and checks at its reuse that its "
+            "ends are still zero (docs/SECURITY.md); the default library ignores it",
+     .off = FIELD(secure_zero), .startup_only = true},
     {.name = "stats", .env = "FASTALLOC_STATS", .type = FA_OPT_TEXT, .min = 0, .max = 1,
      .words = {"1", "json:"}, .value = 0, .dflt = "0",
      .doc = "`1`: print statistics to stderr at exit; `json:PATH`: write them to PATH as JSON "

@@ -27,9 +27,11 @@
  *    write after free or an overflow forged decodes to noise;
  *  - the mark is the block's own address XORed with a second key, checked
  *    again when the block is handed out;
- *  - a freed block is zeroed past its two words (scrubbed), and a block
- *    handed out must still be zero at both ends (check_scrubbed) and has
- *    both words cleared. */
+ *  - with the `secure_zero` option, a freed block is zeroed past its two
+ *    words (scrubbed), and a block handed out must still be zero at both
+ *    ends (check_scrubbed); a block handed out has both words cleared.
+ * Its blocks' last bytes are their tails (02-records/tail.h), which a
+ * scrub leaves as a fresh block's. */
 #ifndef FA_CORE_FREELIST_H
 #define FA_CORE_FREELIST_H
 
@@ -37,22 +39,23 @@
 #include "00-base/config.h"
 #include "02-records/pagemap.h"
 
-/* Scrubbing and its check at hand-out, which cost the hardened build most
- * of its time (SECURITY.md), can be compiled apart to measure them:
- * -DFA_SECURE_SCRUB=0 leaves them out of the hardened build, =1 puts the
- * scrub alone into the default one.  Not a build anyone ships. */
-#ifndef FA_SECURE_SCRUB
-#define FA_SECURE_SCRUB FA_SECURE
-#endif
-
 #if FA_SECURE
-/* The two keys, random, set once at start-up before any list exists. */
-extern uintptr_t fa__fl_key[2] FA_HIDDEN;
+/* The hardened build's secrets, random, set once at start-up before any
+ * list exists, and the `secure_zero` option: read together by every
+ * malloc and free, so kept on one line. */
+struct fa__fl_secrets {
+    uintptr_t link; /* XORed into links */
+    uintptr_t mark; /* XORed into free marks */
+    uint64_t tail;  /* the tails' canary, one byte repeated (tail.h) */
+    uint16_t tail_len; /* XORed into tails */
+    bool zero;      /* scrub freed blocks, check them at hand-out */
+} __attribute__((aligned(64)));
+extern struct fa__fl_secrets fa__fl_key FA_HIDDEN;
 /* Stop the program: the word `what` of the free block b is not what the
  * allocator wrote there. */
 _Noreturn FA_COLD void fa__fl_corrupt(const void *b, const char *what) FA_HIDDEN;
 /* Stop the program unless the block of size bytes at b is zero past its two
- * words, in its first 128 bytes and its last 64. */
+ * words, in its first 128 bytes and its last 64, its tail apart. */
 void fa__fl_check_scrubbed(const void *b, size_t size) FA_HIDDEN;
 #endif
 void fa__fl_init(void) FA_HIDDEN;
@@ -62,7 +65,7 @@ void fa__fl_init(void) FA_HIDDEN;
 FA_INLINE void *fa__fl_next_of(void *b, unsigned cls)
 {
 #if FA_SECURE
-    uintptr_t n = *(uintptr_t *)b ^ fa__fl_key[0] ^ ((uintptr_t)b >> 4);
+    uintptr_t n = *(uintptr_t *)b ^ fa__fl_key.link ^ ((uintptr_t)b >> 4);
     if (FA_UNLIKELY(n % FA_MIN_ALIGN != 0) || (n != 0 && FA_UNLIKELY(fa__pm_class(n) != cls)))
         fa__fl_corrupt(b, "link");
     return (void *)n;
@@ -86,7 +89,7 @@ FA_INLINE void *fa__fl_next(void *b)
 FA_INLINE void fa__fl_set_next(void *b, void *next)
 {
 #if FA_SECURE
-    *(uintptr_t *)b = (uintptr_t)next ^ fa__fl_key[0] ^ ((uintptr_t)b >> 4);
+    *(uintptr_t *)b = (uintptr_t)next ^ fa__fl_key.link ^ ((uintptr_t)b >> 4);
 #else
     *(void **)b = next;
 #endif
@@ -98,7 +101,7 @@ FA_INLINE void fa__fl_mark(void *b, const void *key)
     FA_UNPOISON((void **)b + 1, sizeof(void *));
 #if FA_SECURE
     (void)key;
-    ((uintptr_t *)b)[1] = (uintptr_t)b ^ fa__fl_key[1];
+    ((uintptr_t *)b)[1] = (uintptr_t)b ^ fa__fl_key.mark;
 #else
     ((const void **)b)[1] = key;
 #endif
@@ -111,19 +114,22 @@ FA_INLINE bool fa__fl_marked(const void *b, const void *key)
         return true;
 #if FA_SECURE
     (void)key;
-    return ((const uintptr_t *)b)[1] == ((uintptr_t)b ^ fa__fl_key[1]);
+    return ((const uintptr_t *)b)[1] == ((uintptr_t)b ^ fa__fl_key.mark);
 #else
     return ((const void *const *)b)[1] == key;
 #endif
 }
 
-/* A block of size bytes has just been marked free: the hardened build
- * zeroes the rest of it, so that what the program left there cannot be read
- * through a stale pointer, and a write after free shows at hand-out. */
+/* A block of size bytes has just been marked free: with `secure_zero`,
+ * the hardened build zeroes the rest of it, so that what the program left
+ * there cannot be read through a stale pointer, and a write after free
+ * shows at hand-out.  The tail becomes a fresh block's. */
+void fa__fl_scrub_slow(void *b, size_t size) FA_HIDDEN;
 FA_INLINE void fa__fl_scrub(void *b, size_t size)
 {
-#if FA_SECURE_SCRUB
-    __builtin_memset((char *)b + 2 * sizeof(void *), 0, size - 2 * sizeof(void *));
+#if FA_SECURE
+    if (FA_UNLIKELY(fa__fl_key.zero))
+        fa__fl_scrub_slow(b, size);
 #endif
     (void)b;
     (void)size;
@@ -147,9 +153,8 @@ FA_INLINE void fa__fl_hand_out(void *b, size_t size)
     if (FA_UNLIKELY(!fa__fl_marked(b, NULL)))
         fa__fl_corrupt(b, "free mark");
     ((void **)b)[0] = NULL;
-#if FA_SECURE_SCRUB
-    fa__fl_check_scrubbed(b, size);
-#endif
+    if (FA_UNLIKELY(fa__fl_key.zero))
+        fa__fl_check_scrubbed(b, size);
 #endif
     ((void **)b)[1] = NULL;
     (void)size;

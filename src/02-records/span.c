@@ -3,6 +3,7 @@
 #include "02-records/span.h"
 #include "00-base/diag.h"
 #include "02-records/freelist.h"
+#include "02-records/tail.h"
 
 #include <string.h>
 
@@ -16,7 +17,7 @@ static uint32_t carve_random(uint32_t bound)
 {
     uint64_t x = carve_rng;
     if (x == 0)
-        x = fa__fl_key[1] ^ (uintptr_t)&carve_rng;
+        x = fa__fl_key.mark ^ (uintptr_t)&carve_rng;
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
@@ -36,9 +37,9 @@ void *fa__span_carve(struct fa__span *s, uint32_t n, void *tail)
     s->carved += n;
     s->used += n;
 #if FA_SECURE
-    /* Zero, as a freed block is (scrubbed), then linked in a shuffled
-     * order. */
-    if (!s->zeroed)
+    /* Zeroed, as a freed block is (scrubbed) with `secure_zero`, then
+     * linked in a shuffled order, each with a fresh block's tail. */
+    if (fa__fl_key.zero && !s->zeroed)
         memset((void *)first, 0, (size_t)n * ci->size);
     uint16_t order[FA_SPAN_CARVE_MAX];
     order[0] = 0; /* n is at least 1: the first step sets it all the same */
@@ -50,6 +51,7 @@ void *fa__span_carve(struct fa__span *s, uint32_t n, void *tail)
     for (uint32_t i = 0; i < n; i++) {
         void *b = (void *)(first + (uintptr_t)order[i] * ci->size);
         fa__fl_mark(b, s);
+        fa__tail_set(b, ci->size - FA_TAIL, ci->size);
         fa__fl_set_next(b, i + 1 < n ? (void *)(first + (uintptr_t)order[i + 1] * ci->size) : tail);
     }
     return (void *)(first + (uintptr_t)order[0] * ci->size);

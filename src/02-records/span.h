@@ -63,6 +63,9 @@ struct fa__span {
      * share memory, which keeps the record at one cache line (each is
      * allocated with an empty line after it: fa__ph_span_new, 04-pageheap/spans.c). */
     union {
+        /* Large blocks of the hardened build: the bytes asked for, below
+         * the canary (06-large/large.c). */
+        size_t asked;
         struct { /* small spans in use (the protocol above) */
             /* Blocks freed by the span's owner, or, for a span nobody owns,
              * blocks free under the central cache's class lock. */

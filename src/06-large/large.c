@@ -5,6 +5,7 @@
 #include "00-base/diag.h"
 #include "01-os/os.h"
 #include "02-records/pagemap.h"
+#include "02-records/freelist.h"
 #include "04-pageheap/pageheap.h"
 
 #include <errno.h>
@@ -13,6 +14,47 @@
 size_t fa__large_size(const struct fa__span *s)
 {
     return (s->npages - FA_SECURE) * FA_PAGE_SIZE;
+}
+
+/* The hardened build's canary after a large block's asked bytes, as far
+ * as the guard page: up to 8 bytes of the tails' byte (02-records/tail.h),
+ * written when the block is handed out and checked when it is freed.  A
+ * write past the end of a block that is not a whole number of pages
+ * lands there before it reaches the guard page. */
+#define CANARY 8
+
+size_t fa__large_held(const struct fa__span *s)
+{
+    return FA_SECURE ? s->asked : fa__large_size(s);
+}
+
+static void *hand_out(struct fa__span *s, size_t size)
+{
+#if FA_SECURE
+    s->asked = size;
+    size_t end = fa__large_size(s), n = end - size < CANARY ? end - size : CANARY;
+    memset((char *)s->start + size, (int)(fa__fl_key.tail & 0xff), n);
+#else
+    (void)size;
+#endif
+    return (void *)s->start;
+}
+
+/* Stop the program if the canary of the large block s was overwritten. */
+static void check(const struct fa__span *s)
+{
+#if FA_SECURE
+    size_t end = fa__large_size(s), n = end - s->asked < CANARY ? end - s->asked : CANARY;
+    const unsigned char *c = (const unsigned char *)s->start + s->asked;
+    for (size_t i = 0; i < n; i++) {
+        if (FA_UNLIKELY(c[i] != (unsigned char)fa__fl_key.tail))
+            fa__fatal("fastalloc: heap corruption: the %zu-byte block at %p was written past its end "
+                      "(an overflow)",
+                      s->asked, (void *)s->start);
+    }
+#else
+    (void)s;
+#endif
 }
 
 /* Bytes the block's span holds in whole pages (its guard page too). */
@@ -135,6 +177,7 @@ void fa__large_unlock_for_fork(void) {}
 
 void fa__large_free_moved(struct fa__span *s)
 {
+    check(s);
     if (FA_SECURE)
         fa__os_unguard((void *)(s->start + fa__large_size(s)), FA_PAGE_SIZE);
     fa__ph_free_released(s);
@@ -182,7 +225,7 @@ void *fa__large_alloc(struct fa__large_cache *lc, size_t size, size_t align, boo
             FA_UNPOISON((void *)s->start, fa__large_size(s));
             if (zero)
                 memset((void *)s->start, 0, size);
-            return (void *)s->start;
+            return hand_out(s, size);
         }
     }
 #if FA_SECURE
@@ -192,7 +235,7 @@ void *fa__large_alloc(struct fa__large_cache *lc, size_t size, size_t align, boo
             FA_UNPOISON((void *)s->start, fa__large_size(s));
             if (zero)
                 memset((void *)s->start, 0, size);
-            return (void *)s->start;
+            return hand_out(s, size);
         }
     }
 #endif
@@ -214,7 +257,7 @@ void *fa__large_alloc(struct fa__large_cache *lc, size_t size, size_t align, boo
         errno = ENOMEM;
         return NULL;
     }
-    return (void *)s->start;
+    return hand_out(s, size);
 }
 
 struct fa__span *fa__large_span_of(void *p, const char *who)
@@ -240,6 +283,7 @@ bool fa__large_keepable(const struct fa__span *s)
 
 void fa__large_free(struct fa__large_cache *lc, struct fa__span *s, size_t cap)
 {
+    check(s);
     size_t bytes = span_bytes(s);
     if (lc == NULL || bytes > FA_LARGE_KEEP_MAX) {
         release(s);
@@ -279,7 +323,7 @@ size_t fa__large_usable(void *p)
         fa__diag("fastalloc: malloc_usable_size(): invalid pointer %p", p);
         return 0;
     }
-    return fa__large_size(s);
+    return fa__large_held(s);
 }
 
 bool fa__large_resize(struct fa__span *s, size_t size)

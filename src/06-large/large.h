@@ -76,5 +76,8 @@ bool fa__large_resize(struct fa__span *s, size_t size) FA_HIDDEN;
 
 /* Bytes the block of span s can hold. */
 size_t fa__large_size(const struct fa__span *s) FA_HIDDEN;
+/* Bytes of it the program may use: fa__large_size, or in the hardened
+ * build the bytes asked for, which a canary follows. */
+size_t fa__large_held(const struct fa__span *s) FA_HIDDEN;
 
 #endif

@@ -5,6 +5,7 @@
 #include "08-tcache/internal.h"
 #include "00-base/options.h"
 #include "02-records/pagemap.h"
+#include "02-records/tail.h"
 #include "05-central/central.h"
 #include "07-decay/decay.h"
 
@@ -254,6 +255,7 @@ void fa__tc_free_slow(void *p)
 #if FA_SECURE
     if (FA_UNLIKELY(!fa__span_block_start(s, a)))
         fa__tc_free_bad(p, s);
+    fa__tail_check_free(p, fa__classes[s->cls].size, a - s->start, fa__tls_cache);
 #endif
     if (FA_UNLIKELY(fa__fl_marked(p, s)) && fa__tc_seen_free(fa__tc_current(), s, p))
         fa__tc_double_free(p, s);

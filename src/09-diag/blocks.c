@@ -9,15 +9,28 @@
 #include "09-diag/debug_int.h"
 #include "02-records/pagemap.h"
 #include "02-records/sizeclass.h"
+#include "02-records/tail.h"
 #include "04-pageheap/pageheap.h"
 #include "06-large/large.h"
 #include "08-tcache/tcache.h"
 
 #include <string.h>
 
+/* A small block of the hardened build carries a tail past the size asked
+ * for (02-records/tail.h), as a block of the api layer does: frees check
+ * it, and its neighbours'. */
+static void *small(size_t size, unsigned cls)
+{
+    void *p = fa__tc_alloc_slow(fa__classes[cls].size - FA_TAIL);
+    if (p != NULL)
+        fa__tail_set(p, size, fa__classes[cls].size);
+    return p;
+}
+
 void *fa__dbg_block_alloc(size_t size)
 {
-    return size <= FA_MAX_SMALL ? fa__tc_alloc_slow(size) : fa__tc_alloc_large(size, 0, false);
+    return size <= FA_MAX_SMALL - FA_TAIL ? small(size, fa__size_to_class(size + FA_TAIL))
+                                          : fa__tc_alloc_large(size, 0, false);
 }
 
 bool fa__dbg_block_of(uintptr_t p, uintptr_t *base, size_t *usable)
@@ -39,27 +52,34 @@ bool fa__dbg_block_of(uintptr_t p, uintptr_t *base, size_t *usable)
         return false;
     *base = s->start + i * ci->size;
     *usable = ci->size;
+    if (FA_SECURE) {
+        size_t n = fa__tail_get((void *)*base, ci->size);
+        if (n != SIZE_MAX)
+            *usable = n;
+    }
     return true;
 }
 
 size_t fa__dbg_plain_usable(void *p, const char *who)
 {
     unsigned cls = fa__pm_class((uintptr_t)p);
-    if (cls != 0)
-        return fa__classes[cls].size;
-    return fa__large_size(fa__large_span_of(p, who));
+    if (cls != 0) {
+        size_t n = fa__tail_get(p, fa__classes[cls].size);
+        return n != SIZE_MAX ? n : fa__classes[cls].size;
+    }
+    return fa__large_held(fa__large_span_of(p, who));
 }
 
 void *fa__dbg_plain_alloc(size_t size, size_t align, bool zero)
 {
     unsigned cls = 0;
-    if (align <= FA_MIN_ALIGN && size <= FA_MAX_SMALL)
-        cls = fa__size_to_class(size);
-    else if (align <= FA_PAGE_SIZE)
-        cls = fa__class_for_aligned(size, align);
+    if (align <= FA_MIN_ALIGN && size <= FA_MAX_SMALL - FA_TAIL)
+        cls = fa__size_to_class(size + FA_TAIL);
+    else if (align <= FA_PAGE_SIZE && size <= FA_MAX_SMALL - FA_TAIL)
+        cls = fa__class_for_aligned(size + FA_TAIL, align);
     if (cls == 0)
         return fa__tc_alloc_large(size, align, zero);
-    void *p = fa__tc_alloc_slow(fa__classes[cls].size);
+    void *p = small(size, cls);
     if (p != NULL && zero)
         memset(p, 0, size);
     return p;

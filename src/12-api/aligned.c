@@ -22,9 +22,14 @@ static void *alloc_aligned(size_t align, size_t size)
     fa__ensure_init();
     if (FA_UNLIKELY(fa__diag_on()))
         return fa__api_alloc_diag(size, align, false);
-    unsigned cls = fa__class_for_aligned(size, align);
-    if (cls != 0)
-        return fa__do_malloc(fa__classes[cls].size);
+    unsigned cls = fa__class_for_aligned(size + FA_TAIL, align);
+    if (cls != 0) {
+        /* A class of its own size, and a tail for size. */
+        void *p = fa__do_malloc(fa__classes[cls].size - FA_TAIL);
+        if (p != NULL)
+            fa__tail_set(p, size, fa__classes[cls].size);
+        return p;
+    }
     return fa__api_alloc_large(size, align, false);
 }
 

@@ -10,6 +10,28 @@
 #include <errno.h>
 #include <string.h>
 
+/* The bytes the program may use of the small block p of class cls: what
+ * it asked for, in the hardened build (its tail, 02-records/tail.h), where
+ * the bytes past it are the canary's. */
+static size_t held(void *p, unsigned cls)
+{
+    size_t size = fa__classes[cls].size;
+#if FA_SECURE
+    struct fa__span *s = fa__pm_span((uintptr_t)p);
+    if (FA_UNLIKELY(!fa__span_block_start(s, (uintptr_t)p)))
+        fa__tc_free_bad(p, s);
+    size_t n = fa__tail_get(p, size);
+    if (FA_UNLIKELY(n == SIZE_MAX)) {
+        fa__tail_corrupt(p, size, false);
+        n = fa__tail_get(p, size);
+    }
+    return n;
+#else
+    (void)p;
+    return size;
+#endif
+}
+
 FA_HOT_ENTRY void *fa_malloc(size_t size)
 {
     return fa__do_malloc(size);
@@ -40,7 +62,7 @@ size_t fa_malloc_usable_size(void *p)
         return fa__dbg_usable(p);
     unsigned cls = fa__pm_class((uintptr_t)p);
     if (FA_LIKELY(cls != 0))
-        return fa__classes[cls].size;
+        return held(p, cls);
     return fa__large_usable(p);
 }
 
@@ -84,9 +106,12 @@ void *fa_realloc(void *p, size_t size)
         /* Stay in place only within the same class: a shrink into a smaller
          * class moves, so that a block shrunk for good gives back the memory
          * it no longer needs. */
-        if (size <= FA_MAX_SMALL && fa__size_to_class(size) == cls)
+        size_t old = held(p, cls);
+        if (size <= FA_MAX_SMALL - FA_TAIL && fa__size_to_class(size + FA_TAIL) == cls) {
+            fa__tail_set(p, size, fa__classes[cls].size);
             return p;
-        void *n = copy_to_new(p, fa__classes[cls].size, size);
+        }
+        void *n = copy_to_new(p, old, size);
         if (n != NULL)
             fa__do_free(p);
         return n;
@@ -106,7 +131,7 @@ void *fa_realloc(void *p, size_t size)
         }
         return p;
     }
-    void *n = copy_to_new(p, old, size);
+    void *n = copy_to_new(p, fa__large_held(s), size);
     if (n != NULL) {
         fa__tc_count_large(false, old);
         fa__large_free_moved(s);

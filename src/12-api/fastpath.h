@@ -13,6 +13,7 @@
 #include "04-pageheap/pageheap.h"
 #include "02-records/pagemap.h"
 #include "02-records/sizeclass.h"
+#include "02-records/tail.h"
 #include "08-tcache/tcache.h"
 #include "12-api/slow.h"
 
@@ -29,13 +30,15 @@
 #define FA_COUNT_ALLOC(tc, cls) FA_COUNT_ADD((tc)->n.allocs[cls], 1)
 #endif
 
+/* The hardened build's blocks hold FA_TAIL bytes more than asked for:
+ * their tails (02-records/tail.h). */
 FA_INLINE void *fa__do_malloc(size_t size)
 {
     size_t cls; /* the table's byte, zero-extended: indexes heads[] as it is */
-    if (FA_LIKELY(size <= FA_SMALL_TABLE_MAX))
-        cls = __atomic_load_n(&fa__class_small[size], __ATOMIC_RELAXED); /* sizeclass.h */
-    else if (FA_LIKELY(size <= FA_MAX_SMALL))
-        cls = __atomic_load_n(&fa__class_large[(size + 127) >> 7], __ATOMIC_RELAXED);
+    if (FA_LIKELY(size <= FA_SMALL_TABLE_MAX - FA_TAIL))
+        cls = __atomic_load_n(&fa__class_small[size + FA_TAIL], __ATOMIC_RELAXED); /* sizeclass.h */
+    else if (FA_LIKELY(size <= FA_MAX_SMALL - FA_TAIL))
+        cls = __atomic_load_n(&fa__class_large[(size + FA_TAIL + 127) >> 7], __ATOMIC_RELAXED);
     else
         return fa__api_alloc_large(size, 0, false);
     struct fa__tcache *tc = fa__tls_cache;
@@ -45,6 +48,7 @@ FA_INLINE void *fa__do_malloc(size_t size)
     tc->heads[cls] = fa__fl_next_of(p, (unsigned)cls);
     FA_COUNT_ALLOC(tc, cls);
     fa__fl_hand_out(p, fa__classes[cls].size);
+    fa__tail_set(p, size, fa__classes[cls].size);
     return p;
 }
 
@@ -78,6 +82,7 @@ FA_INLINE void fa__do_free(void *p)
 #if FA_SECURE
     if (FA_UNLIKELY(!fa__span_block_start(s, a)))
         fa__tc_free_bad(p, s);
+    fa__tail_check_free(p, fa__classes[s->cls].size, a - s->start, fa__tls_cache);
 #endif
     if (FA_UNLIKELY(fa__fl_marked(p, s))) {
         fa__api_free_marked(p);

@@ -5,6 +5,7 @@
 #include "02-records/freelist.h"
 #include "02-records/pagemap.h"
 #include "02-records/sizeclass.h"
+#include "02-records/tail.h"
 #include "08-tcache/tcache.h"
 #include "09-diag/debug.h"
 #include "10-stats/stats.h"
@@ -18,9 +19,12 @@ static FA_NOINLINE void *alloc_slower(size_t size)
     fa__ensure_init();
     if (FA_UNLIKELY(fa__diag_on()))
         return fa__api_alloc_diag(size, 0, false);
-    void *p = fa__tc_alloc_slow(size);
-    if (p != NULL)
-        fa__fl_hand_out(p, fa__classes[fa__size_to_class(size)].size);
+    void *p = fa__tc_alloc_slow(size + FA_TAIL);
+    if (p != NULL) {
+        size_t bytes = fa__classes[fa__size_to_class(size + FA_TAIL)].size;
+        fa__fl_hand_out(p, bytes);
+        fa__tail_set(p, size, bytes);
+    }
     fa__stats_peak_sample();
     return p;
 }
@@ -41,6 +45,7 @@ void *fa__api_alloc_slow(size_t size, unsigned cls)
     void *p = fa__tc_refill(cls);
     if (FA_LIKELY(p != NULL)) {
         fa__fl_hand_out(p, fa__classes[cls].size);
+        fa__tail_set(p, size, fa__classes[cls].size);
         return p;
     }
     return alloc_slower(size);
