@@ -22,11 +22,11 @@
  * changes what both words hold and what a free and a hand-out do:
  *  - a link is stored XORed with a per-process random key and with its own
  *    slot's address (glibc's safe-linking, keyed as mimalloc's secure mode
- *    keys its lists), and a decoded link must be 16-byte aligned and name a
- *    block of the same size class, or the program stops: a link that a
- *    write after free or an overflow forged decodes to noise;
- *  - the mark is the block's own address XORed with a second key, checked
- *    again when the block is handed out;
+ *    keys its lists), and a decoded link must be 16-byte aligned and a
+ *    user-space address, or the program stops: a link that a write after
+ *    free or an overflow forged decodes to noise;
+ *  - the mark is the block's own address XORed with a second key (with
+ *    `secure_zero`, checked again when the block is handed out);
  *  - with the `secure_zero` option, a freed block is zeroed past its two
  *    words (scrubbed), and a block handed out must still be zero at both
  *    ends (check_scrubbed); a block handed out has both words cleared.
@@ -61,16 +61,19 @@ void fa__fl_check_scrubbed(const void *b, size_t size) FA_HIDDEN;
 void fa__fl_init(void) FA_HIDDEN;
 
 /* The block after b, a block of class cls, on its list (NULL at the end).
- * The hardened build checks that it is a block of the same class. */
+ * The hardened build checks that it is 16-byte aligned and below 2^47 (no
+ * user-space address is higher): a forged link decodes to noise, which
+ * fails one or the other but once in 2^21. */
+#define FA_FL_BAD_LINK (~(((uintptr_t)1 << 47) - 1) | (FA_MIN_ALIGN - 1))
 FA_INLINE void *fa__fl_next_of(void *b, unsigned cls)
 {
+    (void)cls;
 #if FA_SECURE
     uintptr_t n = *(uintptr_t *)b ^ fa__fl_key.link ^ ((uintptr_t)b >> 4);
-    if (FA_UNLIKELY(n % FA_MIN_ALIGN != 0) || (n != 0 && FA_UNLIKELY(fa__pm_class(n) != cls)))
+    if (FA_UNLIKELY(n & FA_FL_BAD_LINK))
         fa__fl_corrupt(b, "link");
     return (void *)n;
 #else
-    (void)cls;
     return *(void **)b;
 #endif
 }
@@ -78,11 +81,7 @@ FA_INLINE void *fa__fl_next_of(void *b, unsigned cls)
 /* The block after b on its list (NULL at the end). */
 FA_INLINE void *fa__fl_next(void *b)
 {
-#if FA_SECURE
-    return fa__fl_next_of(b, fa__pm_class((uintptr_t)b));
-#else
-    return *(void **)b;
-#endif
+    return fa__fl_next_of(b, 0);
 }
 
 /* Make next follow b. */
@@ -144,20 +143,32 @@ FA_INLINE void fa__fl_poison(void *b, size_t size)
     (void)size;
 }
 
-/* A block of size bytes is handed out: its mark cleared, and the program
- * may touch all of it. */
-FA_INLINE void fa__fl_hand_out(void *b, size_t size)
+/* Whether freed blocks are zeroed (the hardened build's `secure_zero`). */
+#if FA_SECURE
+#define FA_FL_ZEROED (fa__fl_key.zero)
+#else
+#define FA_FL_ZEROED false
+#endif
+
+/* A block of size bytes is handed out: its link and mark cleared (in the
+ * hardened build an encoded link would tell the program the key), and the
+ * program may touch all of it.  zeroed (FA_FL_ZEROED, or a constant where
+ * the caller tested it): the hardened build checks that the block is still
+ * free and zero as the free left it. */
+FA_INLINE void fa__fl_hand_out(void *b, size_t size, bool zeroed)
 {
     FA_UNPOISON(b, size);
 #if FA_SECURE
-    if (FA_UNLIKELY(!fa__fl_marked(b, NULL)))
-        fa__fl_corrupt(b, "free mark");
-    ((void **)b)[0] = NULL;
-    if (FA_UNLIKELY(fa__fl_key.zero))
+    if (zeroed) {
+        if (FA_UNLIKELY(!fa__fl_marked(b, NULL)))
+            fa__fl_corrupt(b, "free mark");
         fa__fl_check_scrubbed(b, size);
+    }
+    ((void **)b)[0] = NULL;
 #endif
     ((void **)b)[1] = NULL;
     (void)size;
+    (void)zeroed;
 }
 
 /* Push b on the list at *head. */

@@ -1,21 +1,21 @@
 /* The tail seam: the hardened build's record of what a small block was
- * asked for, kept in the block's own last bytes, and the canary between.
+ * asked for, kept in the block's own last bytes, and a canary after it.
  *
- * A block of size bytes handed out for n bytes ends with
- *   [n, size - 2)    canary: a per-process random byte, in at most 8 of
- *                    them (those nearest n), none below byte 16, where a
- *                    free block keeps its link and its mark;
- *   [size - 2, size) tail: size - n (at most 65,535), XORed with a
- *                    per-process random 16-bit key.
+ * A block of size bytes handed out for n bytes (n <= size - FA_TAIL) has
+ *   [c, c + 8)       canary: a per-process random byte, 8 times, at
+ *                    c = n, or at byte 16 when n is less (below 16 a free
+ *                    block keeps its link and its mark);
+ *   [size - 2, size) tail: size - n, XORed with a per-process random
+ *                    16-bit key.
  * A write past the n bytes asked for lands on the canary or the tail, and
  * a free finds it: free checks the block's own tail, and the tail of the
- * block just below it in its span, where a write before the block's start
- * lands (glibc checks the next chunk's header at free; this is its check
- * turned on the block's neighbour).  Every request gains the 2 bytes of
- * the tail (FA_TAIL), so that every block has room for it.  A free block
- * keeps the tail of its last use, and a block cut but never handed out has
- * a tail that says size - 2 bytes (fa__tail_set at the cut), so that any
- * block's tail can be checked at any time.  malloc_usable_size says n.
+ * block just below it, where a write before the block's start lands (glibc
+ * checks the next chunk's header at free; this is its check turned on the
+ * block's neighbour).  Every request gains FA_TAIL bytes, so that every
+ * block has room for both.  A free block keeps the tail of its last use,
+ * and a block cut but never handed out has a tail that says size - FA_TAIL
+ * (fa__tail_set at the cut), so that any block's tail can be checked at
+ * any time.  malloc_usable_size says n.
  *
  * Another thread may check a tail while its block's owner rewrites it (a
  * realloc in place, a hand-out): the canary is one byte repeated, so that
@@ -24,7 +24,7 @@
  * moves (fa__tail_corrupt).
  *
  * Blocks of 16 bytes carry no tail: their last 8 bytes are the free mark
- * (freelist.h).  Requests of up to 14 bytes take them unguarded. */
+ * (freelist.h).  Requests of up to 6 bytes take them unguarded. */
 #ifndef FA_RECORDS_TAIL_H
 #define FA_RECORDS_TAIL_H
 
@@ -33,7 +33,7 @@
 #include "02-records/pagemap.h"
 
 #if FA_SECURE
-#define FA_TAIL 2
+#define FA_TAIL 10
 #else
 #define FA_TAIL 0
 #endif
@@ -51,29 +51,15 @@ FA_INLINE uint64_t fa__tail_ld64(const char *p)
     return v;
 }
 
-FA_INLINE void fa__tail_st64(char *p, uint64_t v)
-{
-    __builtin_memcpy(p, &v, 8);
-}
-
-/* The canary's bytes below the tail, as a mask of the word that ends at
- * the tail, for a distance d of 2 to 9 (below 10 the canary is shorter
- * than a word). */
-FA_INLINE uint64_t fa__tail_mask(size_t d)
-{
-    return d > 2 ? ~(uint64_t)0 << (8 * (10 - d)) : 0;
-}
-
 FA_INLINE uint16_t fa__tail_ld16(const char *p)
 {
     return __atomic_load_n((const uint16_t *)p, __ATOMIC_ACQUIRE);
 }
 
-/* Where the canary starts, as a distance from the block's end, for a
- * tail that says d: at n = size - d, or at byte 16. */
-FA_INLINE size_t fa__tail_canary(size_t d, size_t size)
+/* Where the canary of a block asked for n bytes starts. */
+FA_INLINE size_t fa__tail_canary(size_t n)
 {
-    return d < size - 16 ? d : size - 16;
+    return n > 16 ? n : 16;
 }
 
 /* The tail of the block of size bytes at b failed its check: look again
@@ -83,31 +69,29 @@ FA_COLD void fa__tail_corrupt(const void *b, size_t size, bool below) FA_HIDDEN;
 #endif
 
 /* Write the tail of the block of size bytes at p, handed out for n bytes
- * (n + FA_TAIL <= size).  Bytes below n are left as they are. */
+ * (size - FA_TAIL_MAX <= n <= size - FA_TAIL).  Bytes below n are left as
+ * they are. */
 FA_INLINE void fa__tail_set(void *p, size_t n, size_t size)
 {
 #if FA_SECURE
     if (size < FA_TAIL_MIN)
         return;
     char *b = p;
-    size_t d = size - n;
-    if (d > FA_TAIL_MAX)
-        d = FA_TAIL_MAX;
-    uint64_t k = fa__fl_key.tail;
-    size_t c = fa__tail_canary(d, size);
-    if (c >= 10) {
-        fa__tail_st64(b + size - c, k);
-    } else if (c > 2) {
-        uint64_t m = fa__tail_mask(c), w = fa__tail_ld64(b + size - 10);
-        fa__tail_st64(b + size - 10, (w & ~m) | (k & m));
-    }
-    __atomic_store_n((uint16_t *)(b + size - 2), (uint16_t)(d ^ fa__fl_key.tail_len),
+    __builtin_memcpy(b + fa__tail_canary(n), &fa__fl_key.tail, 8);
+    __atomic_store_n((uint16_t *)(b + size - 2), (uint16_t)((size - n) ^ fa__fl_key.tail_len),
                      __ATOMIC_RELEASE);
 #else
     (void)p;
     (void)n;
     (void)size;
 #endif
+}
+
+/* What a tail records for a block of size bytes asked for n bytes, when
+ * size may be far larger (an aligned block): n, or as much as it can. */
+FA_INLINE size_t fa__tail_n(size_t n, size_t size)
+{
+    return size - n > FA_TAIL_MAX ? size - FA_TAIL_MAX : n;
 }
 
 /* The bytes the block of size bytes at p was handed out for, as its tail
@@ -119,14 +103,11 @@ FA_INLINE size_t fa__tail_get(const void *p, size_t size)
     if (size < FA_TAIL_MIN)
         return size;
     const char *b = p;
-    uint64_t k = fa__fl_key.tail;
     size_t d = (uint16_t)(fa__tail_ld16(b + size - 2) ^ fa__fl_key.tail_len);
-    if (FA_UNLIKELY(d < 2 || d > size))
+    if (FA_UNLIKELY(d - FA_TAIL > size - FA_TAIL)) /* d < FA_TAIL or d > size */
         return SIZE_MAX;
-    size_t c = fa__tail_canary(d, size);
-    bool ok = c >= 10 ? fa__tail_ld64(b + size - c) == k
-                      : ((fa__tail_ld64(b + size - 10) ^ k) & fa__tail_mask(c)) == 0;
-    return FA_LIKELY(ok) ? size - d : SIZE_MAX;
+    size_t n = size - d;
+    return FA_LIKELY(fa__tail_ld64(b + fa__tail_canary(n)) == fa__fl_key.tail) ? n : SIZE_MAX;
 #else
     (void)p;
     return size;
@@ -140,17 +121,41 @@ FA_INLINE size_t fa__tail_get(const void *p, size_t size)
 void fa__tail_check_below(void *p, const void *me) FA_HIDDEN;
 #endif
 
+/* Whether the tail of the block of size bytes at b is as written. */
+FA_INLINE bool fa__tail_ok(const void *b, size_t size)
+{
+#if FA_SECURE
+    if (size < FA_TAIL_MIN)
+        return true;
+    size_t d = (uint16_t)(fa__tail_ld16((const char *)b + size - 2) ^ fa__fl_key.tail_len);
+    return FA_LIKELY(d - FA_TAIL <= size - FA_TAIL) &&
+           FA_LIKELY(fa__tail_ld64((const char *)b + fa__tail_canary(size - d)) == fa__fl_key.tail);
+#else
+    (void)b;
+    (void)size;
+    return true;
+#endif
+}
+
+/* Measuring knob: 0 no check at free, 1 the block's own tail, 2 its
+ * neighbour's too.  Not a build anyone ships. */
+#ifndef FA_TAIL_CHECKS
+#define FA_TAIL_CHECKS 2
+#endif
+
 /* At a free of the block p of size bytes, at offset off in its span, by
  * the thread whose cache is me: stop the program if its tail, or the tail
  * of the block below it, was overwritten. */
 FA_INLINE void fa__tail_check_free(void *p, size_t size, uintptr_t off, const void *me)
 {
 #if FA_SECURE
-    if (FA_UNLIKELY(fa__tail_get(p, size) == SIZE_MAX))
+    if (FA_TAIL_CHECKS >= 1 && FA_UNLIKELY(!fa__tail_ok(p, size)))
         fa__tail_corrupt(p, size, false);
+    if (FA_TAIL_CHECKS < 2)
+        return;
     if (FA_UNLIKELY(off == 0))
         fa__tail_check_below(p, me);
-    else if (FA_UNLIKELY(fa__tail_get((char *)p - size, size) == SIZE_MAX))
+    else if (FA_UNLIKELY(!fa__tail_ok((char *)p - size, size)))
         fa__tail_corrupt((char *)p - size, size, true);
 #else
     (void)p;

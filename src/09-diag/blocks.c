@@ -23,7 +23,7 @@ static void *small(size_t size, unsigned cls)
 {
     void *p = fa__tc_alloc_slow(fa__classes[cls].size - FA_TAIL);
     if (p != NULL)
-        fa__tail_set(p, size, fa__classes[cls].size);
+        fa__tail_set(p, fa__tail_n(size, fa__classes[cls].size), fa__classes[cls].size);
     return p;
 }
 

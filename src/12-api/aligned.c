@@ -27,7 +27,7 @@ static void *alloc_aligned(size_t align, size_t size)
         /* A class of its own size, and a tail for size. */
         void *p = fa__do_malloc(fa__classes[cls].size - FA_TAIL);
         if (p != NULL)
-            fa__tail_set(p, size, fa__classes[cls].size);
+            fa__tail_set(p, fa__tail_n(size, fa__classes[cls].size), fa__classes[cls].size);
         return p;
     }
     return fa__api_alloc_large(size, align, false);

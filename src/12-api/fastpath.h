@@ -31,8 +31,10 @@
 #endif
 
 /* The hardened build's blocks hold FA_TAIL bytes more than asked for:
- * their tails (02-records/tail.h). */
-FA_INLINE void *fa__do_malloc(size_t size)
+ * their tails (02-records/tail.h).  zeroed: its `secure_zero`, which a
+ * copy of this path of its own serves (zeroed.c), so that the common one
+ * tests it once and keeps no register for it. */
+FA_INLINE void *fa__malloc_body(size_t size, bool zeroed)
 {
     size_t cls; /* the table's byte, zero-extended: indexes heads[] as it is */
     if (FA_LIKELY(size <= FA_SMALL_TABLE_MAX - FA_TAIL))
@@ -47,9 +49,16 @@ FA_INLINE void *fa__do_malloc(size_t size)
         return fa__api_alloc_slow(size, cls);
     tc->heads[cls] = fa__fl_next_of(p, (unsigned)cls);
     FA_COUNT_ALLOC(tc, cls);
-    fa__fl_hand_out(p, fa__classes[cls].size);
+    fa__fl_hand_out(p, fa__classes[cls].size, zeroed);
     fa__tail_set(p, size, fa__classes[cls].size);
     return p;
+}
+
+FA_INLINE void *fa__do_malloc(size_t size)
+{
+    if (FA_UNLIKELY(FA_FL_ZEROED))
+        return fa__api_malloc_zeroed(size);
+    return fa__malloc_body(size, false);
 }
 
 /* A block goes back to its span's own freelist when the calling thread owns
@@ -61,7 +70,7 @@ FA_INLINE void *fa__do_malloc(size_t size)
  * Two checks come first: a pointer that is no block's start by its low
  * bits, and a block already marked free, each a test and a branch (SECURITY.md
  * says what they catch). */
-FA_INLINE void fa__do_free(void *p)
+FA_INLINE void fa__free_body(void *p, bool zeroed)
 {
     uintptr_t a = (uintptr_t)p;
     if (FA_UNLIKELY(a % FA_MIN_ALIGN != 0)) {
@@ -90,10 +99,20 @@ FA_INLINE void fa__do_free(void *p)
     }
     fa__fl_push(&s->freelist, p);
     fa__fl_mark(p, s);
-    fa__fl_scrub(p, fa__classes[s->cls].size);
+    if (zeroed)
+        fa__fl_scrub(p, fa__classes[s->cls].size);
     fa__fl_poison(p, fa__classes[s->cls].size);
     if (FA_UNLIKELY(--s->used == 0))
         fa__tc_span_empty(s);
+}
+
+FA_INLINE void fa__do_free(void *p)
+{
+    if (FA_UNLIKELY(FA_FL_ZEROED)) {
+        fa__api_free_zeroed(p);
+        return;
+    }
+    fa__free_body(p, false);
 }
 
 #endif

@@ -22,7 +22,7 @@ static FA_NOINLINE void *alloc_slower(size_t size)
     void *p = fa__tc_alloc_slow(size + FA_TAIL);
     if (p != NULL) {
         size_t bytes = fa__classes[fa__size_to_class(size + FA_TAIL)].size;
-        fa__fl_hand_out(p, bytes);
+        fa__fl_hand_out(p, bytes, FA_FL_ZEROED);
         fa__tail_set(p, size, bytes);
     }
     fa__stats_peak_sample();
@@ -44,7 +44,7 @@ void *fa__api_alloc_slow(size_t size, unsigned cls)
     /* Class 0 (before start-up) has no current span. */
     void *p = fa__tc_refill(cls);
     if (FA_LIKELY(p != NULL)) {
-        fa__fl_hand_out(p, fa__classes[cls].size);
+        fa__fl_hand_out(p, fa__classes[cls].size, FA_FL_ZEROED);
         fa__tail_set(p, size, fa__classes[cls].size);
         return p;
     }

@@ -22,6 +22,10 @@ FA_NOINLINE void fa__api_free_slow(void *p) FA_HIDDEN;
  * unless the slow path finds the block on no free list (02-records/freelist.h). */
 FA_NOINLINE void fa__api_free_misaligned(void *p) FA_HIDDEN;
 FA_NOINLINE void fa__api_free_marked(void *p) FA_HIDDEN;
+/* malloc and free in the hardened build with `secure_zero` (zeroed.c):
+ * the fast paths with the zeroing and its checks. */
+FA_NOINLINE void *fa__api_malloc_zeroed(size_t size) FA_HIDDEN;
+FA_NOINLINE void fa__api_free_zeroed(void *p) FA_HIDDEN;
 /* An allocation while a diagnostic mode is on: the calling thread's cache
  * hidden first, then the mode's own path (09-diag/debug.h). */
 FA_NOINLINE void *fa__api_alloc_diag(size_t size, size_t align, bool zero) FA_HIDDEN;
