@@ -143,6 +143,27 @@ FA_INLINE bool fa__tail_ok(const void *b, size_t size)
 #define FA_TAIL_CHECKS 2
 #endif
 
+/* The free fast path's look at the tails of the block p of size bytes, at
+ * offset off in its span, and of the block below it: true when both are
+ * as written; false when one is not, or when p is first in its span (the
+ * block below is in another span), and fa__tail_check_free must look. */
+FA_INLINE bool fa__tail_fast_ok(void *p, size_t size, uintptr_t off)
+{
+#if FA_SECURE
+    if (FA_TAIL_CHECKS == 0)
+        return true;
+    if (FA_TAIL_CHECKS == 1)
+        return fa__tail_ok(p, size);
+    return fa__tail_ok(p, size) && off != 0 && fa__tail_ok((char *)p - size, size);
+#else
+    (void)p;
+    (void)size;
+    (void)off;
+    return true;
+#endif
+}
+
+
 /* At a free of the block p of size bytes, at offset off in its span, by
  * the thread whose cache is me: stop the program if its tail, or the tail
  * of the block below it, was overwritten. */

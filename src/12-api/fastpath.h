@@ -70,7 +70,7 @@ FA_INLINE void *fa__do_malloc(size_t size)
  * Two checks come first: a pointer that is no block's start by its low
  * bits, and a block already marked free, each a test and a branch (SECURITY.md
  * says what they catch). */
-FA_INLINE void fa__free_body(void *p, bool zeroed)
+FA_INLINE void fa__free_body(void *p, bool zeroed, bool tails)
 {
     uintptr_t a = (uintptr_t)p;
     if (FA_UNLIKELY(a % FA_MIN_ALIGN != 0)) {
@@ -91,8 +91,14 @@ FA_INLINE void fa__free_body(void *p, bool zeroed)
 #if FA_SECURE
     if (FA_UNLIKELY(!fa__span_block_start(s, a)))
         fa__tc_free_bad(p, s);
-    fa__tail_check_free(p, fa__classes[s->cls].size, a - s->start, fa__tls_cache);
+    /* The tails: a block first in its span, or a tail that looks bad, is
+     * looked at again off this path, which then finishes the free. */
+    if (tails && FA_UNLIKELY(!fa__tail_fast_ok(p, fa__classes[s->cls].size, a - s->start))) {
+        fa__api_free_tails(p);
+        return;
+    }
 #endif
+    (void)tails;
     if (FA_UNLIKELY(fa__fl_marked(p, s))) {
         fa__api_free_marked(p);
         return;
@@ -112,7 +118,7 @@ FA_INLINE void fa__do_free(void *p)
         fa__api_free_zeroed(p);
         return;
     }
-    fa__free_body(p, false);
+    fa__free_body(p, false, true);
 }
 
 #endif

@@ -26,6 +26,10 @@ FA_NOINLINE void fa__api_free_marked(void *p) FA_HIDDEN;
  * the fast paths with the zeroing and its checks. */
 FA_NOINLINE void *fa__api_malloc_zeroed(size_t size) FA_HIDDEN;
 FA_NOINLINE void fa__api_free_zeroed(void *p) FA_HIDDEN;
+/* free in the hardened build of a block first in its span, or whose tail
+ * or its neighbour's looked bad (zeroed.c): the tails' full check, then
+ * the rest of the free. */
+FA_NOINLINE void fa__api_free_tails(void *p) FA_HIDDEN;
 /* An allocation while a diagnostic mode is on: the calling thread's cache
  * hidden first, then the mode's own path (09-diag/debug.h). */
 FA_NOINLINE void *fa__api_alloc_diag(size_t size, size_t align, bool zero) FA_HIDDEN;

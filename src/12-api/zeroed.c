@@ -1,7 +1,8 @@
-/* malloc and free with the hardened build's `secure_zero` option: the
- * fast paths of fastpath.h, with the zeroing of freed blocks and its
- * checks at hand-out compiled in.  A copy of their own, so that the common
- * paths test the option once, first, and carry nothing for it. */
+/* Copies of the fast paths of fastpath.h for the hardened build's rarer
+ * cases, so that the common paths carry nothing for them: malloc and free
+ * with the `secure_zero` option (the zeroing of freed blocks and its
+ * checks at hand-out compiled in), and a free whose tails need a second
+ * look (02-records/tail.h). */
 #include "12-api/fastpath.h"
 
 void *fa__api_malloc_zeroed(size_t size)
@@ -11,5 +12,19 @@ void *fa__api_malloc_zeroed(size_t size)
 
 void fa__api_free_zeroed(void *p)
 {
-    fa__free_body(p, true);
+    fa__free_body(p, true, true);
+}
+
+void fa__api_free_tails(void *p)
+{
+#if FA_SECURE
+    struct fa__span *s = fa__pm_span((uintptr_t)p);
+    fa__tail_check_free(p, fa__classes[s->cls].size, (uintptr_t)p - s->start, fa__tls_cache);
+    if (FA_FL_ZEROED)
+        fa__free_body(p, true, false);
+    else
+        fa__free_body(p, false, false);
+#else
+    (void)p;
+#endif
 }
