@@ -145,8 +145,13 @@ FA_INLINE bool fa__tail_ok(const void *b, size_t size)
 
 /* The free fast path's look at the tails of the block p of size bytes, at
  * offset off in its span, and of the block below it: true when both are
- * as written; false when one is not, or when p is first in its span (the
- * block below is in another span), and fa__tail_check_free must look. */
+ * as written; false when one is not, or when p is first in a span of
+ * blocks of FA_TAIL_BELOW bytes or more (the block below is in another
+ * span), and fa__tail_check_free must look.  The first block of a span of
+ * smaller blocks is not looked below: a program that frees and takes back
+ * the same block would take the slow path every time (the 1 KiB reuse
+ * loop cost 157 instructions a pair, against 116). */
+#define FA_TAIL_BELOW 4096
 FA_INLINE bool fa__tail_fast_ok(void *p, size_t size, uintptr_t off)
 {
 #if FA_SECURE
@@ -154,7 +159,8 @@ FA_INLINE bool fa__tail_fast_ok(void *p, size_t size, uintptr_t off)
         return true;
     if (FA_TAIL_CHECKS == 1)
         return fa__tail_ok(p, size);
-    return fa__tail_ok(p, size) && off != 0 && fa__tail_ok((char *)p - size, size);
+    return fa__tail_ok(p, size) &&
+           (off != 0 ? fa__tail_ok((char *)p - size, size) : size < FA_TAIL_BELOW);
 #else
     (void)p;
     (void)size;
