@@ -240,11 +240,13 @@ static void scribble(char *p, size_t n)
  * written must stop the program (exit 4 if it does not).  Large blocks: a
  * write one byte past the end of a block of whole pages faults on the
  * guard page, or, on a block given pages to spare, lands on the canary,
- * and the free stops the program (guard); one past a block that ends
+ * and the free stops the program (guard; regrow and reshrink, after a
+ * realloc that grew the block or shrank it by half, which move the guard);
+ * one past a block that ends
  * inside its last page lands on the canary (tail). */
 static int child_overflow(const char *how, size_t n)
 {
-    if (strcmp(how, "guard") == 0) {
+    if (strcmp(how, "guard") == 0 || strcmp(how, "regrow") == 0 || strcmp(how, "reshrink") == 0) {
         /* Every usable byte of large blocks of many sizes, on pages other
          * blocks had, is writable: the guard is past them all.  (Hidden
          * from the compiler, whose _FORTIFY_SOURCE=3 bounds a block by the
@@ -259,6 +261,10 @@ static int child_overflow(const char *how, size_t n)
                 fa_free(r);
         }
         char *p = opaque_ptr(fa_malloc(n));
+        if (strcmp(how, "regrow") == 0) /* in place where the pages after are free */
+            p = opaque_ptr(fa_realloc(p, n + 5 * 4096));
+        else if (strcmp(how, "reshrink") == 0) /* by more than a quarter: in place */
+            p = opaque_ptr(fa_realloc(p, n / 2));
         memset(p, 1, fa_malloc_usable_size(p));
         printf("usable bytes written\n");
         fflush(stdout);
@@ -449,6 +455,8 @@ static int case_overflow(void)
         size_t n = sizes[i];
         if (n > LARGE) {
             run("overflow", "guard", n, SEGV, NULL);
+            run("overflow", "regrow", n, SEGV, NULL);
+            run("overflow", "reshrink", n, SEGV, NULL);
             run("overflow", "tail", n + 100, ABORT, "written past its end");
             continue; /* a large block has no guard before it (SECURITY.md) */
         }

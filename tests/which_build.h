@@ -7,12 +7,11 @@
  *     dlsym and dladdr: a preload comes before the library the program is
  *     linked against, and a preload that did not take leaves the linked
  *     one (libfastalloc-secure.so* or libfastalloc.so*);
- *   - what that code does: realloc shrinking a large block by one page
- *     keeps it where it is in the default build (a shrink by less than a
- *     quarter keeps its pages), and always moves it in the hardened build
- *     (its guard page would have to move; SECURITY.md).  A library that
- *     carries the hardened build's name but was compiled without FA_SECURE
- *     fails here.
+ *   - what that code does: malloc_usable_size of a block asked for 100
+ *     bytes says 112 in the default build (the size class) and 100 in the
+ *     hardened build (its tail records the bytes asked for; SECURITY.md).
+ *     A library that carries the hardened build's name but was compiled
+ *     without FA_SECURE fails here.
  *
  * Needs dlsym and dladdr (in libc since glibc 2.34; link CMAKE_DL_LIBS
  * before that). */
@@ -32,11 +31,11 @@ struct which_build {
     char object[1024]; /* the file whose fa_malloc runs; "(none)" if not found */
     bool named_secure;  /* its name is libfastalloc-secure.so* */
     bool named_default; /* its name is libfastalloc.so* */
-    int moved;          /* 1: realloc moved the large block, 0: kept it in
-                           place, -1: no memory */
+    int tailed;         /* 1: a 100-byte block's usable size is 100, 0: more,
+                           -1: no memory */
 };
 
-/* Fill *w.  Allocates and frees a 1 MiB block. */
+/* Fill *w.  Allocates and frees a 100-byte block. */
 __attribute__((unused)) static void which_build_read(struct which_build *w)
 {
     memset(w, 0, sizeof *w);
@@ -52,29 +51,20 @@ __attribute__((unused)) static void which_build_read(struct which_build *w)
         w->named_secure = strncmp(base, "libfastalloc-secure.so", 22) == 0;
         w->named_default = strncmp(base, "libfastalloc.so", 15) == 0;
     }
-    /* The new block is asked for while the old one is live, so a move
-     * cannot land at the same address. */
-    w->moved = -1;
-    size_t page = 8192, size = (size_t)1 << 20;
-    void *p = fa_malloc(opaque(size));
+    w->tailed = -1;
+    void *p = fa_malloc(opaque(100));
     if (p == NULL)
         return;
-    uintptr_t was = (uintptr_t)p;
-    void *q = fa_realloc(p, opaque(size - page));
-    if (q == NULL) {
-        fa_free(p);
-        return;
-    }
-    w->moved = (uintptr_t)q != was;
-    fa_free(q);
+    w->tailed = fa_malloc_usable_size(p) == 100;
+    fa_free(p);
 }
 
 /* "secure" or "default" when both signs say it, else NULL. */
 __attribute__((unused)) static const char *which_build_name(const struct which_build *w)
 {
-    if (w->named_secure && w->moved == 1)
+    if (w->named_secure && w->tailed == 1)
         return "secure";
-    if (w->named_default && w->moved == 0)
+    if (w->named_default && w->tailed == 0)
         return "default";
     return NULL;
 }
@@ -82,10 +72,10 @@ __attribute__((unused)) static const char *which_build_name(const struct which_b
 /* Both signs in words, for a failure message. */
 __attribute__((unused)) static void which_build_describe(const struct which_build *w, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "fa_malloc comes from %s, and realloc shrinking a 1 MiB block by a page %s", w->object,
-             w->moved == 1 ? "moved it (the hardened build's behaviour)"
-             : w->moved == 0 ? "kept it in place (the default build's behaviour)"
-                             : "found no memory (no sign of the build)");
+    snprintf(buf, cap, "fa_malloc comes from %s, and a block asked for 100 bytes %s", w->object,
+             w->tailed == 1 ? "has 100 usable (the hardened build's tail)"
+             : w->tailed == 0 ? "has more usable (the default build's size class)"
+                              : "found no memory (no sign of the build)");
 }
 
 #endif

@@ -328,12 +328,36 @@ size_t fa__large_usable(void *p)
 
 bool fa__large_resize(struct fa__span *s, size_t size)
 {
-    if (FA_SECURE) /* the guard page would have to move: the block moves */
-        return false;
-    size_t npages = (size + FA_PAGE_SIZE - 1) >> FA_PAGE_SHIFT;
+    check(s);
+    size_t npages = (size + FA_PAGE_SIZE - 1) >> FA_PAGE_SHIFT, have = s->npages - FA_SECURE;
     /* Shrinks by less than a quarter keep their pages: a block that shrinks
      * and grows again should not bounce through the page heap. */
-    if (npages <= s->npages && npages >= s->npages - s->npages / 4)
+    if (npages <= have && npages >= have - have / 4) {
+        hand_out(s, size); /* the hardened build's canary moves */
         return true;
-    return fa__ph_resize(s, npages);
+    }
+    if (!FA_SECURE)
+        return fa__ph_resize(s, npages);
+    /* The hardened build's guard page moves to the new end: made there
+     * before the old one is undone, so that the block is never unguarded,
+     * and undone before a shrink gives the old one back.  Two system calls,
+     * where a move took two as well, and copied the block into pages that
+     * each faulted. */
+    uintptr_t old_guard = s->start + have * FA_PAGE_SIZE, new_guard = s->start + npages * FA_PAGE_SIZE;
+    if (npages > have) {
+        if (!fa__ph_resize(s, npages + 1))
+            return false;
+        if (!fa__os_guard((void *)new_guard, FA_PAGE_SIZE)) {
+            fa__ph_resize(s, have + 1);
+            return false;
+        }
+        fa__os_unguard((void *)old_guard, FA_PAGE_SIZE);
+    } else {
+        if (!fa__os_guard((void *)new_guard, FA_PAGE_SIZE))
+            return false;
+        fa__os_unguard((void *)old_guard, FA_PAGE_SIZE);
+        fa__ph_resize(s, npages + 1); /* a shrink always works */
+    }
+    hand_out(s, size);
+    return true;
 }

@@ -70,8 +70,9 @@ size_t fa__large_usable(void *p) FA_HIDDEN;
 
 /* Make the large block s hold size bytes (above FA_MAX_SMALL) without
  * moving it: a shrink by less than a quarter keeps its pages, a larger one
- * gives the tail back, a growth takes free pages that follow.  Returns
- * false when it would have to move. */
+ * gives the tail back, a growth takes free pages that follow (in the
+ * hardened build, the guard page moves to the new end).  Returns false
+ * when it would have to move. */
 bool fa__large_resize(struct fa__span *s, size_t size) FA_HIDDEN;
 
 /* Bytes the block of span s can hold. */
