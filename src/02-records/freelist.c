@@ -43,6 +43,21 @@ void fa__tail_corrupt(const void *b, size_t size, bool below)
               size, b, below ? " (found at the free of the block after it)" : "");
 }
 
+#ifdef FA_ASAN
+__attribute__((no_sanitize_address)) uint64_t fa__tail_raw64(const char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) /* byte by byte: memcpy would be intercepted */
+        v = v << 8 | (unsigned char)p[i];
+    return v;
+}
+
+__attribute__((no_sanitize_address)) uint16_t fa__tail_raw16(const char *p)
+{
+    return __atomic_load_n((const uint16_t *)p, __ATOMIC_ACQUIRE);
+}
+#endif
+
 void fa__tail_check_below(void *p, const void *me)
 {
     uintptr_t a = (uintptr_t)p - 1;
@@ -95,8 +110,11 @@ void fa__fl_scrub_slow(void *b, size_t size)
     /* Up to the canary, which stays: another thread may be checking it
      * (tail.h). */
     size_t n = held(b, size);
-    if (n > 2 * sizeof(void *))
+    if (n > 2 * sizeof(void *)) {
+        /* A slow path's free may have poisoned the block already (asan.h). */
+        FA_UNPOISON((char *)b + 2 * sizeof(void *), n - 2 * sizeof(void *));
         memset((char *)b + 2 * sizeof(void *), 0, n - 2 * sizeof(void *));
+    }
 }
 
 void fa__fl_check_scrubbed(const void *b, size_t size)

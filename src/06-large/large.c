@@ -352,6 +352,9 @@ bool fa__large_resize(struct fa__span *s, size_t size)
             return false;
         }
         fa__os_unguard((void *)old_guard, FA_PAGE_SIZE);
+        /* A kept block's guard page stayed poisoned (asan.h): it is the
+         * block's now. */
+        FA_UNPOISON((void *)old_guard, FA_PAGE_SIZE);
     } else {
         if (!fa__os_guard((void *)new_guard, FA_PAGE_SIZE))
             return false;
