@@ -210,6 +210,15 @@ static struct fa__span *take_fit(struct fa__large_cache *lc, size_t npages)
     return NULL;
 }
 
+/* A kept block, in use again for size bytes. */
+static void *reuse(struct fa__span *s, size_t size, bool zero)
+{
+    FA_UNPOISON((void *)s->start, fa__large_size(s));
+    if (zero)
+        memset((void *)s->start, 0, size);
+    return hand_out(s, size);
+}
+
 void *fa__large_alloc(struct fa__large_cache *lc, size_t size, size_t align, bool zero)
 {
     if (FA_UNLIKELY(size > FA_MAX_REQUEST)) {
@@ -221,22 +230,14 @@ void *fa__large_alloc(struct fa__large_cache *lc, size_t size, size_t align, boo
         npages = 1;
     if (lc != NULL && lc->n > 0 && size <= FA_LARGE_KEEP_MAX && align <= FA_PAGE_SIZE) {
         struct fa__span *s = take_fit(lc, npages);
-        if (s != NULL) {
-            FA_UNPOISON((void *)s->start, fa__large_size(s));
-            if (zero)
-                memset((void *)s->start, 0, size);
-            return hand_out(s, size);
-        }
+        if (s != NULL)
+            return reuse(s, size, zero);
     }
 #if FA_SECURE
     if (align <= FA_PAGE_SIZE) {
         struct fa__span *s = shared_fit(npages);
-        if (s != NULL) {
-            FA_UNPOISON((void *)s->start, fa__large_size(s));
-            if (zero)
-                memset((void *)s->start, 0, size);
-            return hand_out(s, size);
-        }
+        if (s != NULL)
+            return reuse(s, size, zero);
     }
 #endif
     size_t align_pages = align > FA_PAGE_SIZE ? align >> FA_PAGE_SHIFT : 1;
