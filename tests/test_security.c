@@ -16,6 +16,9 @@
  *             with FASTALLOC_SECURE_ZERO=1)
  *   overflow  a write past a block's end, and one before its start
  *             (hardened)
+ *   copy      memcpy, memmove, memset, strcpy, strcat and strncpy one byte
+ *             past a block's end, in a program that never frees it
+ *             (hardened)
  *
  * A child that must die is checked for its signal and its one line; one
  * that must live, for exit status 0.  The parent prints each attempt. */
@@ -304,6 +307,54 @@ static int child_overflow(const char *how, size_t n)
     return 5;
 }
 
+/* The bounded copies (12-api/bounds.c): each writes all n bytes of a
+ * block it was asked for, which must pass, then n + 1, which must stop the
+ * program (exit 4 if it does not).  Called through volatile pointers, so
+ * that the compiler neither inlines them nor bounds them itself
+ * (_FORTIFY_SOURCE). */
+static void *(*volatile cpy)(void *, const void *, size_t) = memcpy;
+static void *(*volatile mov)(void *, const void *, size_t) = memmove;
+static void *(*volatile set)(void *, int, size_t) = memset;
+static char *(*volatile scpy)(char *, const char *, size_t) = strncpy;
+static char *(*volatile str)(char *, const char *) = strcpy;
+static char *(*volatile cat)(char *, const char *) = strcat;
+
+static int child_copy(const char *how, size_t n)
+{
+    char *p = opaque_ptr(fa_malloc(n));
+    char *src = opaque_ptr(fa_malloc(n + 2));
+    set(src, 'A', n + 1);
+    src[n + 1] = 0;
+    for (size_t w = n; w <= n + 1; w++) {
+        if (w > n) {
+            printf("%s of %zu bytes into %zu passed\n", how, n, n);
+            fflush(stdout);
+        }
+        if (strcmp(how, "memcpy") == 0)
+            cpy(p, src, w);
+        else if (strcmp(how, "memmove") == 0)
+            mov(p, src, w);
+        else if (strcmp(how, "memset") == 0)
+            set(p, 1, w);
+        else if (strcmp(how, "strncpy") == 0)
+            scpy(p, src, w);
+        else { /* a string of w - 1 bytes and its NUL */
+            src[w - 1] = 0;
+            if (strcmp(how, "strcpy") == 0) {
+                str(p, src);
+            } else { /* half of it, then the rest */
+                p[0] = 0;
+                src[(w - 1) / 2] = 0;
+                cat(p, src);
+                src[(w - 1) / 2] = 'A';
+                cat(p, src + (w - 1) / 2);
+            }
+            src[w - 1] = 'A';
+        }
+    }
+    return 4;
+}
+
 static int child(const char *kind, const char *how, size_t n)
 {
     if (strcmp(kind, "double") == 0)
@@ -320,6 +371,8 @@ static int child(const char *kind, const char *how, size_t n)
         return child_uaf(n);
     if (strcmp(kind, "overflow") == 0)
         return child_overflow(how, n);
+    if (strcmp(kind, "copy") == 0)
+        return child_copy(how, n);
     return 99;
 }
 
@@ -466,6 +519,17 @@ static int case_overflow(void)
     return check_done("test_security overflow");
 }
 
+static int case_copy(void)
+{
+    if (!TEST_SECURE)
+        return hardened_only("copy");
+    static const char *const hows[] = {"memcpy", "memmove", "memset", "strcpy", "strcat", "strncpy"};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        for (size_t h = 0; h < sizeof hows / sizeof hows[0]; h++)
+            run("copy", hows[h], sizes[i], ABORT, "writes past the end");
+    return check_done("test_security copy");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 5 && strcmp(argv[1], "child") == 0)
@@ -474,7 +538,7 @@ int main(int argc, char **argv)
     static const struct check_case cases[] = {
         {"double", case_double},     {"invalid", case_invalid}, {"huge", case_huge},
         {"exec", case_exec},         {"forged", case_forged},   {"uaf", case_uaf},
-        {"overflow", case_overflow},
+        {"overflow", case_overflow}, {"copy", case_copy},
     };
     return check_run_case(TEST_SECURE ? "test_security_secure" : "test_security", cases,
                           sizeof cases / sizeof cases[0], argc, argv);

@@ -1,6 +1,7 @@
 /* The free-list seam's out-of-line parts: the hardened build's keys and
  * its checks (02-records/freelist.h). */
 #include "02-records/freelist.h"
+#include "00-base/mem.h"
 #include "00-base/diag.h"
 #include "02-records/sizeclass.h"
 #include "02-records/tail.h"
@@ -113,7 +114,7 @@ void fa__fl_scrub_slow(void *b, size_t size)
     if (n > 2 * sizeof(void *)) {
         /* A slow path's free may have poisoned the block already (asan.h). */
         FA_UNPOISON((char *)b + 2 * sizeof(void *), n - 2 * sizeof(void *));
-        memset((char *)b + 2 * sizeof(void *), 0, n - 2 * sizeof(void *));
+        fa__memset((char *)b + 2 * sizeof(void *), 0, n - 2 * sizeof(void *));
     }
 }
 

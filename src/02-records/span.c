@@ -1,6 +1,7 @@
 /* The span protocol's primitives (span.h): cutting fresh blocks, and the
  * remote-free list xfree with its detached bit. */
 #include "02-records/span.h"
+#include "00-base/mem.h"
 #include "00-base/diag.h"
 #include "02-records/freelist.h"
 #include "02-records/tail.h"
@@ -40,7 +41,7 @@ void *fa__span_carve(struct fa__span *s, uint32_t n, void *tail)
     /* Zeroed, as a freed block is (scrubbed) with `secure_zero`, then
      * linked in a shuffled order, each with a fresh block's tail. */
     if (fa__fl_key.zero && !s->zeroed)
-        memset((void *)first, 0, (size_t)n * ci->size);
+        fa__memset((void *)first, 0, (size_t)n * ci->size);
     uint16_t order[FA_SPAN_CARVE_MAX];
     order[0] = 0; /* n is at least 1: the first step sets it all the same */
     for (uint32_t i = 0; i < n; i++) {

@@ -1,12 +1,15 @@
 /* The tail seam: the hardened build's record of what a small block was
  * asked for, kept in the block's own last bytes, and a canary after it.
  *
- * A block of size bytes handed out for n bytes (n <= size - FA_TAIL) has
- *   [c, c + 8)       canary: a per-process random byte, 8 times, at
- *                    c = n, or at byte 16 when n is less (below 16 a free
- *                    block keeps its link and its mark);
+ * A block of size bytes handed out for n bytes (16 <= n <= size - FA_TAIL)
+ * has
+ *   [n, n + 8)       canary: a per-process random byte, 8 times;
  *   [size - 2, size) tail: size - n, XORed with a per-process random
  *                    16-bit key.
+ * A request of fewer than 16 bytes is recorded as 16: a free block keeps
+ * its link and its mark in its first 16 bytes, where a canary would not
+ * last, and with n at least 16 a check finds the canary at size minus
+ * the tail, with no test.
  * A write past the n bytes asked for lands on the canary or the tail, and
  * a free finds it: free checks the block's own tail, and the tail of the
  * block just below it, where a write before the block's start lands (glibc
@@ -72,7 +75,8 @@ FA_INLINE uint16_t fa__tail_ld16(const char *p)
 #endif
 }
 
-/* Where the canary of a block asked for n bytes starts. */
+/* What the tail of a block asked for n bytes records: n, or 16 when n is
+ * less. */
 FA_INLINE size_t fa__tail_canary(size_t n)
 {
     return n > 16 ? n : 16;
@@ -93,7 +97,8 @@ FA_INLINE void fa__tail_set(void *p, size_t n, size_t size)
     if (size < FA_TAIL_MIN)
         return;
     char *b = p;
-    __builtin_memcpy(b + fa__tail_canary(n), &fa__fl_key.tail, 8);
+    n = fa__tail_canary(n);
+    __builtin_memcpy(b + n, &fa__fl_key.tail, 8);
     __atomic_store_n((uint16_t *)(b + size - 2), (uint16_t)((size - n) ^ fa__fl_key.tail_len),
                      __ATOMIC_RELEASE);
 #else
@@ -110,6 +115,24 @@ FA_INLINE size_t fa__tail_n(size_t n, size_t size)
     return size - n > FA_TAIL_MAX ? size - FA_TAIL_MAX : n;
 }
 
+#if FA_SECURE
+/* Whether the block that ends at end, room + FA_TAIL bytes long, has its
+ * tail and canary as written; the keys klen and canary are passed in so
+ * that a caller checking two blocks reads them once.  Its d, the tail's
+ * record, is set in *dp. */
+FA_INLINE bool fa__tail_end_ok(const char *end, size_t room, uint16_t klen, uint64_t canary,
+                               size_t *dp)
+{
+    size_t d = (size_t)fa__tail_ld16(end - 2) ^ (size_t)klen;
+    *dp = d;
+    /* FA_TAIL <= d <= size, so that the canary lies in the block, below
+     * the tail; then it is at n = size - d.  Written with e = d - FA_TAIL
+     * so that the free fast path needs one register fewer. */
+    size_t e = d - FA_TAIL;
+    return FA_LIKELY(e <= room) && FA_LIKELY(fa__tail_ld64(end - FA_TAIL - e) == canary);
+}
+#endif
+
 /* The bytes the block of size bytes at p was handed out for, as its tail
  * records them; SIZE_MAX when the tail or the canary was overwritten.  A
  * block without a tail: size. */
@@ -118,12 +141,11 @@ FA_INLINE size_t fa__tail_get(const void *p, size_t size)
 #if FA_SECURE
     if (size < FA_TAIL_MIN)
         return size;
-    const char *b = p;
-    size_t d = (uint16_t)(fa__tail_ld16(b + size - 2) ^ fa__fl_key.tail_len);
-    if (FA_UNLIKELY(d - FA_TAIL > size - FA_TAIL)) /* d < FA_TAIL or d > size */
+    size_t d;
+    if (!fa__tail_end_ok((const char *)p + size, size - FA_TAIL, fa__fl_key.tail_len, fa__fl_key.tail,
+                         &d))
         return SIZE_MAX;
-    size_t n = size - d;
-    return FA_LIKELY(fa__tail_ld64(b + fa__tail_canary(n)) == fa__fl_key.tail) ? n : SIZE_MAX;
+    return size - d;
 #else
     (void)p;
     return size;
@@ -140,17 +162,7 @@ void fa__tail_check_below(void *p, const void *me) FA_HIDDEN;
 /* Whether the tail of the block of size bytes at b is as written. */
 FA_INLINE bool fa__tail_ok(const void *b, size_t size)
 {
-#if FA_SECURE
-    if (size < FA_TAIL_MIN)
-        return true;
-    size_t d = (uint16_t)(fa__tail_ld16((const char *)b + size - 2) ^ fa__fl_key.tail_len);
-    return FA_LIKELY(d - FA_TAIL <= size - FA_TAIL) &&
-           FA_LIKELY(fa__tail_ld64((const char *)b + fa__tail_canary(size - d)) == fa__fl_key.tail);
-#else
-    (void)b;
-    (void)size;
-    return true;
-#endif
+    return fa__tail_get(b, size) != SIZE_MAX;
 }
 
 /* Measuring knob: 0 no check at free, 1 the block's own tail, 2 its
@@ -159,8 +171,8 @@ FA_INLINE bool fa__tail_ok(const void *b, size_t size)
 #define FA_TAIL_CHECKS 2
 #endif
 
-/* The free fast path's look at the tails of the block p of size bytes, at
- * offset off in its span, and of the block below it: true when both are
+/* The free fast path's look at the tails of the block p of size bytes, in
+ * the span that starts at *span_start, and of the block below it: true when both are
  * as written; false when one is not, or when p is first in a span of
  * blocks of FA_TAIL_BELOW bytes or more (the block below is in another
  * span), and fa__tail_check_free must look.  The first block of a span of
@@ -168,23 +180,30 @@ FA_INLINE bool fa__tail_ok(const void *b, size_t size)
  * the same block would take the slow path every time (the 1 KiB reuse
  * loop cost 157 instructions a pair, against 116). */
 #define FA_TAIL_BELOW 4096
-FA_INLINE bool fa__tail_fast_ok(void *p, size_t size, uintptr_t off)
+FA_INLINE bool fa__tail_fast_ok(void *p, size_t size, const uintptr_t *span_start)
 {
 #if FA_SECURE
-    if (FA_TAIL_CHECKS == 0)
+    if (FA_TAIL_CHECKS == 0 || size < FA_TAIL_MIN)
         return true;
+    uint16_t klen = fa__fl_key.tail_len;
+    uint64_t canary = fa__fl_key.tail;
+    size_t d;
+    if (!fa__tail_end_ok((char *)p + size, size - FA_TAIL, klen, canary, &d))
+        return false;
     if (FA_TAIL_CHECKS == 1)
-        return fa__tail_ok(p, size);
-    return fa__tail_ok(p, size) &&
-           (off != 0 ? fa__tail_ok((char *)p - size, size) : size < FA_TAIL_BELOW);
+        return true;
+    /* The span's start is read again here, not kept from before: the
+     * free fast path has no register to spare for it. */
+    if ((uintptr_t)p != __atomic_load_n(span_start, __ATOMIC_RELAXED))
+        return fa__tail_end_ok(p, size - FA_TAIL, klen, canary, &d);
+    return size < FA_TAIL_BELOW;
 #else
     (void)p;
     (void)size;
-    (void)off;
+    (void)span_start;
     return true;
 #endif
 }
-
 
 /* At a free of the block p of size bytes, at offset off in its span, by
  * the thread whose cache is me: stop the program if its tail, or the tail

@@ -1,6 +1,7 @@
 /* Large blocks (large.h): spans of their own from the page heap, and the
  * blocks each thread keeps after freeing them. */
 #include "06-large/large.h"
+#include "00-base/mem.h"
 #include "00-base/asan.h"
 #include "00-base/diag.h"
 #include "01-os/os.h"
@@ -33,7 +34,7 @@ static void *hand_out(struct fa__span *s, size_t size)
 #if FA_SECURE
     s->asked = size;
     size_t end = fa__large_size(s), n = end - size < CANARY ? end - size : CANARY;
-    memset((char *)s->start + size, (int)(fa__fl_key.tail & 0xff), n);
+    fa__memset((char *)s->start + size, (int)(fa__fl_key.tail & 0xff), n);
 #else
     (void)size;
 #endif
@@ -215,7 +216,7 @@ static void *reuse(struct fa__span *s, size_t size, bool zero)
 {
     FA_UNPOISON((void *)s->start, fa__large_size(s));
     if (zero)
-        memset((void *)s->start, 0, size);
+        fa__memset((void *)s->start, 0, size);
     return hand_out(s, size);
 }
 
@@ -249,7 +250,7 @@ void *fa__large_alloc(struct fa__large_cache *lc, size_t size, size_t align, boo
         return NULL;
     }
     if (zero && !s->zeroed)
-        memset((void *)s->start, 0, npages * FA_PAGE_SIZE);
+        fa__memset((void *)s->start, 0, npages * FA_PAGE_SIZE);
     s->zeroed = 0;
     /* The span's last page: the page heap may have handed out more pages
      * than were asked for. */

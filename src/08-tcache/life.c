@@ -4,6 +4,7 @@
  * given up when the thread exits, then recycled.  Also the registry of live
  * caches, which the statistics walk. */
 #include "08-tcache/internal.h"
+#include "00-base/mem.h"
 #include "00-base/diag.h"
 #include "00-base/lock.h"
 #include "02-records/meta.h"
@@ -76,6 +77,10 @@ static struct fa__tcache *cache_new(void)
         fa__list_init(&tc->spare);
     }
     tc->kind = FA_TC_REAL;
+#if FA_SECURE
+    for (unsigned c = 0; c < FA_NUM_CLASSES; c++)
+        tc->bsize[c] = fa__classes[c].size;
+#endif
     tc->epoch = __atomic_load_n(&fa__scavenge_epoch, __ATOMIC_RELAXED);
     fa__tc_live_add(1);
     __atomic_store_n(&exits_since_birth, 0, __ATOMIC_RELAXED);
@@ -211,7 +216,7 @@ static void retire_counts(struct fa__tcache *tc)
     fa__tc_count_global(&fa__tc_retired.large_frees, tc->n.large_frees);
     fa__tc_count_global(&fa__tc_retired.large_alloc_bytes, tc->n.large_alloc_bytes);
     fa__tc_count_global(&fa__tc_retired.large_free_bytes, tc->n.large_free_bytes);
-    memset(&tc->n, 0, sizeof tc->n);
+    fa__memset(&tc->n, 0, sizeof tc->n);
 }
 
 static void thread_exit(void *arg)

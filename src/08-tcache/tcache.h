@@ -57,6 +57,11 @@ struct fa__tcache {
     /* --- read and written by the fast paths: at offset 0, so that malloc
      * indexes it without an add --- */
     void *heads[FA_NUM_CLASSES];
+#if FA_SECURE
+    /* fa__classes[].size, for the hardened malloc's tail: read as heads[]
+     * is, where the table costs a lea and a shift more. */
+    uint32_t bsize[FA_NUM_CLASSES];
+#endif
     /* FA_TC_*: beside heads[], so that a stand-in's slow path reads the
      * same page as its fast path (life.c). */
     uint8_t kind;

@@ -7,6 +7,7 @@
  * Finding the one that holds an address, through the page map.  Calls
  * nothing else in 09-diag (debug_int.h gives the order). */
 #include "09-diag/debug_int.h"
+#include "00-base/mem.h"
 #include "02-records/pagemap.h"
 #include "02-records/sizeclass.h"
 #include "02-records/tail.h"
@@ -81,6 +82,6 @@ void *fa__dbg_plain_alloc(size_t size, size_t align, bool zero)
         return fa__tc_alloc_large(size, align, zero);
     void *p = small(size, cls);
     if (p != NULL && zero)
-        memset(p, 0, size);
+        fa__memset(p, 0, size);
     return p;
 }

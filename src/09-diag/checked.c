@@ -13,6 +13,7 @@
  * quarantine.  Calls backtrace.c and blocks.c (debug_int.h gives the
  * order). */
 #include "09-diag/debug_int.h"
+#include "00-base/mem.h"
 #include "00-base/diag.h"
 #include "00-base/lock.h"
 #include "00-base/options.h"
@@ -162,7 +163,7 @@ static size_t first_not(const unsigned char *p, size_t n, unsigned char c)
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         uint64_t w;
-        memcpy(&w, p + i, 8);
+        fa__memcpy(&w, p + i, 8);
         if (w != 0x0101010101010101ULL * c)
             break;
     }
@@ -203,13 +204,13 @@ void *fa__dbg_checked_alloc(size_t size, size_t align, bool zero)
     uintptr_t base = (uintptr_t)b;
     uintptr_t user = (base + HDR + align - 1) & ~(uintptr_t)(align - 1);
     struct fa__dbg_hdr *h = (struct fa__dbg_hdr *)(user - HDR);
-    memset(h, 0, HDR);
+    fa__memset(h, 0, HDR);
     h->size = size;
     h->off = (uint32_t)((uintptr_t)h - base);
     h->tid = fa__dbg_tid();
     h->nalloc = fa__dbg_capture(h->alloc_at);
-    memset((void *)user, zero ? 0 : FILL_NEW, size);
-    memset((void *)(user + size), FILL_CANARY, canary_len(h));
+    fa__memset((void *)user, zero ? 0 : FILL_NEW, size);
+    fa__memset((void *)(user + size), FILL_CANARY, canary_len(h));
     FA_VG_ALLOC((void *)user, size, zero);
     fa__lock(&dbg_lock);
     h->next = live_head.next;
@@ -259,7 +260,7 @@ void fa__dbg_checked_free(void *p)
     h->tid = fa__dbg_tid();
     h->nfree = fa__dbg_capture(h->free_at);
     if (fill_freed())
-        memset(p, FILL_FREED, h->size);
+        fa__memset(p, FILL_FREED, h->size);
     FA_VG_FREE(p);
     struct fa__dbg_hdr *out = NULL;
     fa__lock(&dbg_lock);

@@ -8,6 +8,7 @@
  * Calls every other file of 09-diag but leaks.c (which runs at exit), and
  * none calls it (debug_int.h gives the order). */
 #include "09-diag/debug_int.h"
+#include "00-base/mem.h"
 #include "00-base/diag.h"
 #include "00-base/options.h"
 #include "07-decay/decay.h"
@@ -125,7 +126,7 @@ void *fa__dbg_realloc(void *p, size_t size)
         void *n = fa__dbg_traced_alloc(size, 0, false, &nh);
         if (n == NULL)
             return NULL; /* p stays valid */
-        memcpy(n, p, old < size ? old : size);
+        fa__memcpy(n, p, old < size ? old : size);
         fa__dbg_hook_alloc(n, size);
         fa__dbg_hook_free(p, old);
         fa__trace_realloc_hdr(oh, nh, size);
@@ -147,7 +148,7 @@ void *fa__dbg_realloc(void *p, size_t size)
     void *n = mode_alloc(size, 0, false);
     if (n == NULL)
         return NULL; /* p stays valid */
-    memcpy(n, p, old < size ? old : size);
+    fa__memcpy(n, p, old < size ? old : size);
     /* Hooks see a move as an allocation and a free; a trace, as a realloc
      * that keeps the block's id. */
     fa__dbg_hook_alloc(n, size);

@@ -3,6 +3,7 @@
  * list) and backtrace.c; nothing calls it but the exit (debug_int.h gives
  * the order). */
 #include "09-diag/debug_int.h"
+#include "00-base/mem.h"
 #include "00-base/diag.h"
 #include "01-os/os.h"
 
@@ -63,7 +64,7 @@ static void leak_report(void)
         while (t[i].blocks != 0 && !same_site(&t[i], h))
             i = (i + 1) & (cap - 1);
         if (t[i].blocks == 0) {
-            memcpy(t[i].at, h->alloc_at, sizeof t[i].at);
+            fa__memcpy(t[i].at, h->alloc_at, sizeof t[i].at);
             t[i].n = h->nalloc;
             nsites++;
         }

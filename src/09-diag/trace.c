@@ -10,6 +10,7 @@
  * footer (destructors that run after ours) are not written. */
 #define _GNU_SOURCE
 #include "09-diag/trace.h"
+#include "00-base/mem.h"
 #include "00-base/diag.h"
 #include "00-base/lock.h"
 #include "00-base/options.h"
@@ -106,7 +107,7 @@ static bool write_all(const void *p, size_t n)
 static void write_header(void)
 {
     char h[8 + 4 + 4 + 4 + 8 + 4 + FA_VARINT64_MAX];
-    memcpy(h, FA_TRACE_MAGIC, 8);
+    fa__memcpy(h, FA_TRACE_MAGIC, 8);
     fa__encode_fixed32(h + 8, FA_TRACE_VERSION);
     fa__encode_fixed32(h + 12, (uint32_t)sysconf(_SC_PAGESIZE));
     fa__encode_fixed32(h + 16, FA_TRACE_CLOCK_MONOTONIC);
@@ -442,7 +443,7 @@ void fa__trace_fork_child(void)
     for (unsigned i = 0; i < SHARDS; i++) {
         struct shard *s = &shards[i];
         if (s->t != NULL)
-            memset(s->t, 0, s->cap * sizeof *s->t);
+            fa__memset(s->t, 0, s->cap * sizeof *s->t);
         s->used = 0;
         fa__unlock(&s->lock);
     }
@@ -480,7 +481,7 @@ __attribute__((destructor)) static void trace_at_exit(void)
         n += fa__encode_varint64(f + n, nrecords);
         fa__encode_fixed64(f + n, checksum);
         n += 8;
-        memcpy(f + n, FA_TRACE_END, 8);
+        fa__memcpy(f + n, FA_TRACE_END, 8);
         n += 8;
         write_all(f, n);
         /* Calls after this one are not recorded. */

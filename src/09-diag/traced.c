@@ -4,6 +4,7 @@
  * plain block.  The recorder (trace.c) keeps the block's object id there.
  * Calls blocks.c (debug_int.h gives the order). */
 #include "09-diag/debug_int.h"
+#include "00-base/mem.h"
 #include "00-base/diag.h"
 #include "09-diag/trace.h"
 
@@ -26,7 +27,7 @@ void *fa__dbg_traced_alloc(size_t size, size_t align, bool zero, struct fa__trac
     struct fa__trace_hdr *h = (struct fa__trace_hdr *)(user - FA_TRACE_HDR);
     h->off = (uint32_t)((uintptr_t)h - (uintptr_t)b);
     if (zero)
-        memset((void *)user, 0, size);
+        fa__memset((void *)user, 0, size);
     *hp = h;
     return (void *)user;
 }

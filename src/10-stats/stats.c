@@ -1,4 +1,5 @@
 #include "10-stats/stats.h"
+#include "00-base/mem.h"
 #include "00-base/diag.h"
 #include "00-base/options.h"
 #include "05-central/central.h"
@@ -26,7 +27,7 @@ void fa__stats_set_pool_source(fa__pool_stats_fn fn)
 
 void fa__stats_collect(fa_stats_t *out)
 {
-    memset(out, 0, sizeof *out);
+    fa__memset(out, 0, sizeof *out);
     struct fa__ph_stats st;
     fa__ph_get_stats(&st);
     out->mapped = st.mapped_bytes;

@@ -1,5 +1,6 @@
 /* malloc, calloc, realloc and friends. */
 #include "fastalloc.h"
+#include "00-base/mem.h"
 #include "12-api/fastpath.h"
 #include "12-api/override.h"
 #include "00-base/diag.h"
@@ -50,7 +51,7 @@ void *fa_calloc(size_t n, size_t size)
         return fa__api_alloc_diag(total, 0, true);
     void *p = fa__do_malloc(total);
     if (FA_LIKELY(p != NULL))
-        memset(p, 0, total);
+        fa__memset(p, 0, total);
     return p;
 }
 
@@ -87,7 +88,7 @@ static void *copy_to_new(void *p, size_t old_usable, size_t size)
 {
     void *n = fa__do_malloc(grown(old_usable, size));
     if (FA_LIKELY(n != NULL))
-        memcpy(n, p, old_usable < size ? old_usable : size);
+        fa__memcpy(n, p, old_usable < size ? old_usable : size);
     return n;
 }
 

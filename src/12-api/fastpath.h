@@ -49,8 +49,13 @@ FA_INLINE void *fa__malloc_body(size_t size, bool zeroed)
         return fa__api_alloc_slow(size, cls);
     tc->heads[cls] = fa__fl_next_of(p, (unsigned)cls);
     FA_COUNT_ALLOC(tc, cls);
-    fa__fl_hand_out(p, fa__classes[cls].size, zeroed);
-    fa__tail_set(p, size, fa__classes[cls].size);
+#if FA_SECURE
+    size_t bsize = tc->bsize[cls];
+#else
+    size_t bsize = fa__classes[cls].size; /* unused but by AddressSanitizer */
+#endif
+    fa__fl_hand_out(p, bsize, zeroed);
+    fa__tail_set(p, size, bsize);
     return p;
 }
 
@@ -89,11 +94,17 @@ FA_INLINE void fa__free_body(void *p, bool zeroed, bool tails)
     }
     struct fa__span *s = leaf->span[i];
 #if FA_SECURE
-    if (FA_UNLIKELY(!fa__span_block_start(s, a)))
+    /* p must be a block that was cut, a bound that keeps the tails' reads
+     * inside the span.  That p is a block's start, not a pointer into one,
+     * the tails say: such a p's "tail" is bytes of the program's or of the
+     * next block, which match a tail and its canary by chance alone, with
+     * keys it does not know.  A block first in its span, or a tail that
+     * looks bad, is looked at in full off this path (fa__api_free_tails),
+     * which then finishes the free.  Both tests are a multiply fewer than
+     * the full test of a block's start, which is on the slow paths. */
+    if (FA_UNLIKELY(fa__span_block_index(s, a) >= s->carved))
         fa__tc_free_bad(p, s);
-    /* The tails: a block first in its span, or a tail that looks bad, is
-     * looked at again off this path, which then finishes the free. */
-    if (tails && FA_UNLIKELY(!fa__tail_fast_ok(p, fa__classes[s->cls].size, a - s->start))) {
+    if (tails && FA_UNLIKELY(!fa__tail_fast_ok(p, fa__classes[s->cls].size, &s->start))) {
         fa__api_free_tails(p);
         return;
     }
@@ -103,8 +114,7 @@ FA_INLINE void fa__free_body(void *p, bool zeroed, bool tails)
         fa__api_free_marked(p);
         return;
     }
-    fa__fl_push(&s->freelist, p);
-    fa__fl_mark(p, s);
+    fa__fl_push_free(&s->freelist, p, s);
     if (zeroed)
         fa__fl_scrub(p, fa__classes[s->cls].size);
     fa__fl_poison(p, fa__classes[s->cls].size);

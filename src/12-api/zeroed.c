@@ -19,6 +19,8 @@ void fa__api_free_tails(void *p)
 {
 #if FA_SECURE
     struct fa__span *s = fa__pm_span((uintptr_t)p);
+    if (FA_UNLIKELY(!fa__span_block_start(s, (uintptr_t)p)))
+        fa__tc_free_bad(p, s);
     fa__tail_check_free(p, fa__classes[s->cls].size, (uintptr_t)p - s->start, fa__tls_cache);
     if (FA_FL_ZEROED)
         fa__free_body(p, true, false);

@@ -12,6 +12,7 @@
  * get and put paths come here from their slow paths, which a debug pool
  * always takes. */
 #include "13-pool/pool.h"
+#include "00-base/mem.h"
 #include "00-base/diag.h"
 #include "00-base/options.h"
 #include "09-diag/debug.h"
@@ -62,7 +63,7 @@ void *fa__pool_debug_get(fa_pool *pool)
         b->out++;
         pool->gets_retired++;
         if (filled(pool))
-            memset(o, FILL_GOT, pool->slot);
+            fa__memset(o, FILL_GOT, pool->slot);
     } else {
         errno = ENOMEM;
     }
@@ -121,7 +122,7 @@ void fa__pool_debug_put(fa_pool *pool, void *u)
     block_bits(pool, b)[i / 64] &= ~bit;
     b->out--;
     if (filled(pool))
-        memset(u, FILL_PUT, pool->slot);
+        fa__memset(u, FILL_PUT, pool->slot);
     fa__fl_set_next_at(u, negoff(pool), NULL);
     if (pool->dbg_qtail != NULL)
         fa__fl_set_next_at(pool->dbg_qtail, negoff(pool), u);

@@ -7,6 +7,7 @@
  * only: to file a block, to spill the cache, and to find a thread its
  * local pool. */
 #include "13-pool/pool.h"
+#include "00-base/mem.h"
 #include "00-base/clock.h"
 #include "01-os/os.h"
 #include "02-records/meta.h"
@@ -122,7 +123,7 @@ void fa__pool_spill(fa_pool *pool, struct lpool *lp, size_t keep)
         remote_push(b, o, lp->cache[j - 1], j - i, lp->negoff);
         i = j;
     }
-    memmove(lp->cache, lp->cache + n, (lp->n - n) * sizeof lp->cache[0]);
+    fa__memmove(lp->cache, lp->cache + n, (lp->n - n) * sizeof lp->cache[0]);
     lp->n -= n;
     lp->spilled += n;
 }
@@ -142,7 +143,7 @@ static struct lpool *lp_new(fa_pool *pool)
     if (lp == NULL)
         return NULL;
     /* Not the hint: a remote put may still raise it in a recycled lpool. */
-    memset(lp, 0, offsetof(struct lpool, remote_hint));
+    fa__memset(lp, 0, offsetof(struct lpool, remote_hint));
     __atomic_store_n(&lp->remote_hint, 0, __ATOMIC_RELAXED);
     lp->pool = pool;
     lp->negoff = negoff(pool);

@@ -3,6 +3,7 @@
  * (pool.h): fork and destroy, which take every lock of a pool, start
  * with it. */
 #include "13-pool/pool.h"
+#include "00-base/mem.h"
 #include "00-base/asan.h"
 #include "10-stats/stats.h"
 #include "00-base/clock.h"
@@ -231,7 +232,7 @@ size_t fa_pool_trim(fa_pool *pool)
 
 void fa_pool_stats(fa_pool *pool, fa_pool_stats_t *out)
 {
-    memset(out, 0, sizeof *out);
+    fa__memset(out, 0, sizeof *out);
     pthread_mutex_lock(&pool->grow);
     out->name = pool->name;
     out->object_size = pool->slot - pool->link_off;
