@@ -17,10 +17,12 @@
 #include "00-base/asan.h"
 #include "00-base/config.h"
 
+#ifndef FA_BOUNDS /* -DFA_BOUNDS=0: a hardened build without them, to measure */
 #if FA_SECURE && defined(FA_OVERRIDE) && !defined(FA_ASAN) && !defined(__SANITIZE_THREAD__)
 #define FA_BOUNDS 1
 #else
 #define FA_BOUNDS 0
+#endif
 #endif
 
 #if FA_BOUNDS

@@ -51,6 +51,12 @@ struct fa__fl_secrets {
     uint64_t tail;  /* the tails' canary, one byte repeated (tail.h) */
     uint16_t tail_len; /* XORed into tails */
     bool zero;      /* scrub freed blocks, check them at hand-out */
+    /* The fast paths' own tests, which `secure_zero` turns into ones that
+     * always fail, so that neither path tests zero as well: free's test of
+     * a pointer's low bits (FA_MIN_ALIGN - 1, or every bit) and malloc's
+     * bound on the sizes the small table serves (past it, or 0). */
+    uintptr_t free_mask;
+    size_t small_limit;
 } __attribute__((aligned(64)));
 extern struct fa__fl_secrets fa__fl_key FA_HIDDEN;
 /* Stop the program: the word `what` of the free block b is not what the

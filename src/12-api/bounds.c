@@ -36,41 +36,49 @@
 
 /* Bytes from d to the end of what was asked for of the heap block that
  * holds d (0 when d is past it), and that block's start and bytes in *b
- * and *n; UNBOUNDED when d is in no block the heap handed out.  A record
- * read here may be changing under another thread only if the program
- * writes into memory that it frees meanwhile: each one is checked
- * against d before it is believed. */
-FA_INLINE size_t room(const void *d, uintptr_t *b, size_t *n)
+ * and *n; UNBOUNDED when d is in no block the heap handed out.  The page
+ * map's entry for a page inside a free span may be stale: the span it
+ * names is believed only if it holds d.  full: read the tail in full,
+ * canary too, and stop the program if it was overwritten; else only its
+ * record, and a record that cannot be (past the block) returns
+ * FA_BOUNDS_LOOK, for a call with full set, off the common path (the
+ * block's free checks the canary). */
+#define FA_BOUNDS_LOOK ((size_t)-2)
+FA_INLINE size_t room(const void *d, uintptr_t *b, size_t *n, bool full)
 {
     uintptr_t a = (uintptr_t)d;
     struct fa__pm_leaf *leaf = fa__pm_leaf_of(a);
-    if (FA_LIKELY(leaf == NULL))
+    if (leaf == NULL)
         return UNBOUNDED;
     size_t i = fa__pm_index(a);
     struct fa__span *s = __atomic_load_n(&leaf->span[i], __ATOMIC_RELAXED);
     if (s == NULL)
         return UNBOUNDED;
-    uintptr_t start = s->start;
-    if (a < start || a - start >= (size_t)s->npages * FA_PAGE_SIZE)
-        return UNBOUNDED; /* a stale entry inside a free span */
-    unsigned state = __atomic_load_n(&s->state, __ATOMIC_RELAXED);
+    uintptr_t off = a - s->start;
+    if (FA_UNLIKELY(off >= (size_t)s->npages * FA_PAGE_SIZE))
+        return UNBOUNDED;
+    unsigned cls = leaf->cls[i];
     size_t held;
-    if (state == FA_SPAN_SMALL) {
-        unsigned cls = s->cls;
+    if (FA_LIKELY(cls != 0)) {
         size_t size = fa__classes[cls].size;
-        uint64_t q = fa__span_block_index(s, a);
-        if (cls == 0 || q >= s->carved)
-            return UNBOUNDED;
-        *b = start + q * size;
-        held = fa__tail_get((void *)*b, size);
-        if (FA_UNLIKELY(held == SIZE_MAX)) {
-            fa__tail_corrupt((void *)*b, size, false); /* returns if the tail was moving */
+        *b = s->start + ((off * fa__classes[cls].recip) >> 42) * size;
+        held = size;
+        if (full) {
             held = fa__tail_get((void *)*b, size);
-            if (held == SIZE_MAX)
-                return UNBOUNDED;
+            if (held == SIZE_MAX) {
+                fa__tail_corrupt((void *)*b, size, false); /* returns if it was moving */
+                held = fa__tail_get((void *)*b, size);
+                if (held == SIZE_MAX)
+                    return UNBOUNDED;
+            }
+        } else if (FA_TAIL != 0 && size >= FA_TAIL_MIN) {
+            size_t dd = (size_t)fa__tail_ld16((const char *)*b + size - 2) ^ fa__fl_key.tail_len;
+            if (FA_UNLIKELY(dd - FA_TAIL > size - FA_TAIL))
+                return FA_BOUNDS_LOOK;
+            held = size - dd;
         }
-    } else if (state == FA_SPAN_LARGE) {
-        *b = start;
+    } else if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == FA_SPAN_LARGE) {
+        *b = s->start;
         held = fa__large_held(s);
     } else {
         return UNBOUNDED;
@@ -79,11 +87,27 @@ FA_INLINE size_t room(const void *d, uintptr_t *b, size_t *n)
     return a - *b < held ? *b + held - a : 0;
 }
 
+/* room in full, off the common path. */
+static FA_NOINLINE size_t room_slow(const void *d)
+{
+    uintptr_t b;
+    size_t n;
+    return room(d, &b, &n, true);
+}
+
+/* The room at d; FA_BOUNDS_LOOK never. */
+FA_INLINE size_t room_at(const void *d)
+{
+    uintptr_t b;
+    size_t n, r = room(d, &b, &n, false);
+    return FA_LIKELY(r != FA_BOUNDS_LOOK) ? r : room_slow(d);
+}
+
 _Noreturn FA_COLD static void overflow(const char *what, const void *d, size_t len)
 {
     uintptr_t b = 0;
     size_t n = 0;
-    room(d, &b, &n);
+    room(d, &b, &n, true);
     fa__fatal("fastalloc: heap overflow: %s of %zu bytes at %p writes past the end of the %zu-byte block "
               "at %p",
               what, len, d, n, (void *)b);
@@ -93,10 +117,7 @@ _Noreturn FA_COLD static void overflow(const char *what, const void *d, size_t l
  * len does not fit. */
 FA_INLINE void bound(const char *what, const void *d, size_t len)
 {
-    uintptr_t b;
-    size_t n;
-    size_t r = room(d, &b, &n);
-    if (FA_UNLIKELY(len > r))
+    if (FA_UNLIKELY(len > room_at(d)))
         overflow(what, d, len);
 }
 
@@ -127,8 +148,7 @@ EXPORT void *memset(void *d, int c, size_t len)
 /* The bound for a copy of the string s, its NUL with it, to d by what. */
 static void bound_str(const char *what, const char *d, const char *s)
 {
-    uintptr_t b;
-    size_t n, r = room(d, &b, &n);
+    size_t r = room_at(d);
     if (r != UNBOUNDED && FA_UNLIKELY(strnlen(s, r) >= r))
         overflow(what, d, strlen(s) + 1);
 }
@@ -147,8 +167,7 @@ EXPORT char *stpcpy(char *restrict d, const char *restrict s)
 
 EXPORT char *strcat(char *restrict d, const char *restrict s)
 {
-    uintptr_t b;
-    size_t n, r = room(d, &b, &n);
+    size_t r = room_at(d);
     if (r != UNBOUNDED) {
         size_t have = strnlen(d, r);
         if (FA_UNLIKELY(have >= r || strnlen(s, r - have) >= r - have))
@@ -165,8 +184,7 @@ EXPORT char *strncpy(char *restrict d, const char *restrict s, size_t len)
 
 EXPORT char *strncat(char *restrict d, const char *restrict s, size_t len)
 {
-    uintptr_t b;
-    size_t n, r = room(d, &b, &n);
+    size_t r = room_at(d);
     if (r != UNBOUNDED) {
         size_t have = strnlen(d, r);
         size_t add = strnlen(s, len);

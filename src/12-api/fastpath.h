@@ -34,11 +34,25 @@
  * their tails (02-records/tail.h).  zeroed: its `secure_zero`, which a
  * copy of this path of its own serves (zeroed.c), so that the common one
  * tests it once and keeps no register for it. */
+#if FA_SECURE
+/* `secure_zero` makes these tests fail for every call (fa__fl_key), which
+ * then leaves for zeroed.c: the common paths test the option nowhere. */
+#define FA_SMALL_LIMIT(zeroed) ((zeroed) ? FA_SMALL_TABLE_MAX - FA_TAIL + 1 : fa__fl_key.small_limit)
+#define FA_FREE_MASK(zeroed) ((zeroed) ? FA_MIN_ALIGN - 1 : fa__fl_key.free_mask)
+#else
+#define FA_SMALL_LIMIT(zeroed) (FA_SMALL_TABLE_MAX - FA_TAIL + 1)
+#define FA_FREE_MASK(zeroed) (FA_MIN_ALIGN - 1)
+#endif
+
 FA_INLINE void *fa__malloc_body(size_t size, bool zeroed)
 {
     size_t cls; /* the table's byte, zero-extended: indexes heads[] as it is */
-    if (FA_LIKELY(size <= FA_SMALL_TABLE_MAX - FA_TAIL))
+    if (FA_LIKELY(size < FA_SMALL_LIMIT(zeroed)))
         cls = __atomic_load_n(&fa__class_small[size + FA_TAIL], __ATOMIC_RELAXED); /* sizeclass.h */
+    else if (!zeroed && FA_UNLIKELY(FA_FL_ZEROED))
+        return fa__api_malloc_zeroed(size);
+    else if (FA_LIKELY(size <= FA_SMALL_TABLE_MAX - FA_TAIL))
+        cls = __atomic_load_n(&fa__class_small[size + FA_TAIL], __ATOMIC_RELAXED);
     else if (FA_LIKELY(size <= FA_MAX_SMALL - FA_TAIL))
         cls = __atomic_load_n(&fa__class_large[(size + FA_TAIL + 127) >> 7], __ATOMIC_RELAXED);
     else
@@ -61,8 +75,6 @@ FA_INLINE void *fa__malloc_body(size_t size, bool zeroed)
 
 FA_INLINE void *fa__do_malloc(size_t size)
 {
-    if (FA_UNLIKELY(FA_FL_ZEROED))
-        return fa__api_malloc_zeroed(size);
     return fa__malloc_body(size, false);
 }
 
@@ -78,7 +90,7 @@ FA_INLINE void *fa__do_malloc(size_t size)
 FA_INLINE void fa__free_body(void *p, bool zeroed, bool tails)
 {
     uintptr_t a = (uintptr_t)p;
-    if (FA_UNLIKELY(a % FA_MIN_ALIGN != 0)) {
+    if (FA_UNLIKELY(a & FA_FREE_MASK(zeroed))) { /* or `secure_zero` */
         fa__api_free_misaligned(p);
         return;
     }
@@ -124,10 +136,6 @@ FA_INLINE void fa__free_body(void *p, bool zeroed, bool tails)
 
 FA_INLINE void fa__do_free(void *p)
 {
-    if (FA_UNLIKELY(FA_FL_ZEROED)) {
-        fa__api_free_zeroed(p);
-        return;
-    }
     fa__free_body(p, false, true);
 }
 
