@@ -17,6 +17,9 @@
  * FA_BOUNDS (00-base/mem.h): not in AddressSanitizer or ThreadSanitizer
  * builds, whose runtimes intercept these names themselves, nor where the
  * library does not take the standard names. */
+/* A build with _FORTIFY_SOURCE has string.h define these names inline;
+ * here they are defined for real. */
+#undef _FORTIFY_SOURCE
 #include "00-base/mem.h"
 
 #if FA_BOUNDS
@@ -124,25 +127,25 @@ FA_INLINE void bound(const char *what, const void *d, size_t len)
 EXPORT void *memcpy(void *restrict d, const void *restrict s, size_t len)
 {
     bound("memcpy", d, len);
-    return fa__libc_memcpy(d, s, len, UNBOUNDED);
+    return fa__libc_memcpy(d, s, len, fa__unbounded());
 }
 
 EXPORT void *memmove(void *d, const void *s, size_t len)
 {
     bound("memmove", d, len);
-    return fa__libc_memmove(d, s, len, UNBOUNDED);
+    return fa__libc_memmove(d, s, len, fa__unbounded());
 }
 
 EXPORT void *mempcpy(void *restrict d, const void *restrict s, size_t len)
 {
     bound("mempcpy", d, len);
-    return fa__libc_mempcpy(d, s, len, UNBOUNDED);
+    return fa__libc_mempcpy(d, s, len, fa__unbounded());
 }
 
 EXPORT void *memset(void *d, int c, size_t len)
 {
     bound("memset", d, len);
-    return fa__libc_memset(d, c, len, UNBOUNDED);
+    return fa__libc_memset(d, c, len, fa__unbounded());
 }
 
 /* The bound for a copy of the string s, its NUL with it, to d by what. */
@@ -156,13 +159,13 @@ static void bound_str(const char *what, const char *d, const char *s)
 EXPORT char *strcpy(char *restrict d, const char *restrict s)
 {
     bound_str("strcpy", d, s);
-    return fa__libc_strcpy(d, s, UNBOUNDED);
+    return fa__libc_strcpy(d, s, fa__unbounded());
 }
 
 EXPORT char *stpcpy(char *restrict d, const char *restrict s)
 {
     bound_str("stpcpy", d, s);
-    return fa__libc_stpcpy(d, s, UNBOUNDED);
+    return fa__libc_stpcpy(d, s, fa__unbounded());
 }
 
 EXPORT char *strcat(char *restrict d, const char *restrict s)
@@ -173,13 +176,13 @@ EXPORT char *strcat(char *restrict d, const char *restrict s)
         if (FA_UNLIKELY(have >= r || strnlen(s, r - have) >= r - have))
             overflow("strcat", d, have + strlen(s) + 1);
     }
-    return fa__libc_strcat(d, s, UNBOUNDED);
+    return fa__libc_strcat(d, s, fa__unbounded());
 }
 
 EXPORT char *strncpy(char *restrict d, const char *restrict s, size_t len)
 {
     bound("strncpy", d, len); /* it writes len bytes, NULs after the string */
-    return fa__libc_strncpy(d, s, len, UNBOUNDED);
+    return fa__libc_strncpy(d, s, len, fa__unbounded());
 }
 
 EXPORT char *strncat(char *restrict d, const char *restrict s, size_t len)
@@ -191,7 +194,7 @@ EXPORT char *strncat(char *restrict d, const char *restrict s, size_t len)
         if (FA_UNLIKELY(have >= r || add >= r - have))
             overflow("strncat", d, have + add + 1);
     }
-    return fa__libc_strncat(d, s, len, UNBOUNDED);
+    return fa__libc_strncat(d, s, len, fa__unbounded());
 }
 
 #endif
