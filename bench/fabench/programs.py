@@ -53,7 +53,8 @@ def ensure_built(build: Path, targets: list[str]) -> None:
 def is_ours(binary: str) -> bool:
     """A program built by bench/CMakeLists.txt (the others are absolute
     paths or found on PATH)."""
-    return (BENCH_DIR / f"{binary}.c").exists() or binary in EXTRA_TARGETS
+    return ((BENCH_DIR / f"{binary}.c").exists() or (BENCH_DIR / f"{binary}.cpp").exists()
+            or binary in EXTRA_TARGETS)
 
 
 def resolve_binary(build: Path, name: str) -> str | None:

@@ -159,6 +159,12 @@ TABLE_INTRO = {
     "larson": "Larson-style server: each lineage keeps 1,000 live objects of 10..1,000 B, replaces a "
               "random one per operation, and hands its array to a new thread every 20,000 operations "
               "(the old thread exits).",
+    "cxx": "A C++ program's allocations: std::map<uint64_t, std::string> with 100,000 keys, churned "
+           "by random operations (insert a 16..255 B string, or check a value and erase it or append "
+           "8 bytes to it), and a temporary string built every 64 operations; every allocation is a "
+           "new-expression in the standard library, every free a sized delete. fastalloc exports "
+           "operator new and delete itself; glibc's column goes through libstdc++'s. median = ns per "
+           "operation (lower is better).",
     "many-classes": "One thread with about 1 MiB live over many size classes, as the espresso logic "
                     "minimizer keeps its heap: 4,000 slots; each step picks one at random and frees its "
                     "block, or, when it is empty, puts there a new block of 16..127 B (60%), 128..1023 B "

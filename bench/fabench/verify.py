@@ -403,7 +403,27 @@ def expect_icount(o: dict, out: dict) -> list[str]:
     return r.problems
 
 
+def expect_cxxmap(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    ops = count(o.get("ops", "2M"))
+    vals = {k: out.get(k) for k in ("inserts", "erases", "appends", "live")}
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in vals.values()) \
+            or vals["inserts"] + vals["erases"] + vals["appends"] != ops \
+            or vals["live"] != vals["inserts"] - vals["erases"]:
+        r.problems.append(f"{vals}: expected inserts + erases + appends = {ops} ops "
+                          "and live = inserts - erases")
+        return r.problems
+    # Every erase and append checked its value first; every value left is
+    # checked in full at the end.
+    r.equal("full", vals["live"], "every value left at the end")
+    r.equal("blocks", vals["erases"] + vals["appends"] + vals["live"],
+            "each value looked up, and each one left")
+    r.between("bytes", 16 * vals["live"], (255 + 8 * ops) * max(vals["live"], 1), "values of 16 B or more")
+    return r.problems
+
+
 EXPECT: dict[str, Callable[[dict, dict], list[str]]] = {
+    "cxxmap": expect_cxxmap,
     "malloc_micro": expect_malloc_micro,
     "strings": expect_strings,
     "strings_O0": expect_strings,

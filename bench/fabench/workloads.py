@@ -265,6 +265,15 @@ WORKLOADS: list[Workload] = [
     # -- 6b. one thread, about 1 MiB live over many size classes, as the
     #    espresso logic minimizer keeps its heap: a random slot's block freed,
     #    or a new one put there.
+    # -- C++: std::map and std::string through operator new and delete
+    #    (#27): the library's own operators where it exports them.
+    Workload("cxx-map-strings", "cxxmap", ("--keys", "{keys}", "--ops", "{ops}"),
+             params={"keys": "100k", "ops": "4M"}, quick={"ops": "200k"},
+             metric="ns_per_op", unit="ns/op", table="cxx",
+             title="std::map<uint64_t, std::string> of 100k keys, 1 thread: a random key inserted "
+                   "(16..255 B), or checked and then erased or appended to; a temporary string "
+                   "of 8 numbers every 64 operations"),
+
     Workload("onethread-many-classes", "manyclasses", ("--slots", "4000", "--steps", "{steps}"),
              params={"steps": "5M"}, quick={"steps": "100k"},
              metric="ns_per_step", unit="ns/step", table="many-classes",
