@@ -11,15 +11,14 @@
  * them (a C++ runtime other than libstdc++), a failed new stops the
  * program with one line.  The nothrow forms return NULL where new would
  * throw; they do not call the new_handler, whose exception could not be
- * caught here.  delete is free; a sized delete is fa_free_sized, and the
- * hardened build checks its size against the bytes the block was asked
+ * caught here.  delete is free, sized or not (the span comes from the page
+ * map all the same, as for fa_free_sized); the hardened build checks a
+ * sized delete's size against the bytes the block was asked
  * for (a delete of an array as one object, or of the wrong type). */
 #include "fastalloc.h"
 #include "12-api/fastpath.h"
 #include "12-api/override.h"
 #include "00-base/diag.h"
-
-#include <errno.h>
 
 #ifdef FA_OVERRIDE
 
@@ -34,10 +33,8 @@ static void *alloc(size_t size, size_t align)
 }
 
 /* new of size bytes (aligned to align, or 0) failed. */
-static FA_NOINLINE void *new_failed(size_t size, size_t align, bool nothrow)
+static FA_NOINLINE void *new_failed(size_t size, size_t align)
 {
-    if (nothrow)
-        return NULL;
     /* An alignment that is no power of two is the program's error, which
      * no handler can mend. */
     while (align == 0 || (align & (align - 1)) == 0) {
@@ -59,7 +56,7 @@ static void *fa__cxx_new(size_t size)
 {
     void *p = fa__do_malloc(size);
     if (FA_UNLIKELY(p == NULL))
-        return new_failed(size, 0, false);
+        return new_failed(size, 0);
     return p;
 }
 
@@ -73,7 +70,7 @@ static void *fa__cxx_new_aligned(size_t size, size_t align)
 {
     void *p = fa_memalign(align, size);
     if (FA_UNLIKELY(p == NULL))
-        return new_failed(size, align, false);
+        return new_failed(size, align);
     return p;
 }
 
