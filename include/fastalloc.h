@@ -170,6 +170,14 @@ typedef struct fa_hooks {
 } fa_hooks;
 FA_API int fa_set_hooks(const fa_hooks *hooks);
 
+/* The sampled heap profile (FASTALLOC_PROFILE=PATH; README.md, "Heap
+ * profiles"): write the live heap's samples to path now, in the text form
+ * of gperftools' heap profiles (`google-pprof --text PROGRAM FILE`).  NULL
+ * writes PATH.N, N counting the dumps made so far, as the profile's signal
+ * does.  0, an errno value when the file cannot be written, or EINVAL when
+ * the profile is off. */
+FA_API int fa_profile_dump(const char *path);
+
 /* Fill *out.  fa_stats_get is the same call; fa_stats is its first name. */
 FA_API void fa_stats_get(fa_stats_t *out);
 FA_API void fa_stats(fa_stats_t *out);

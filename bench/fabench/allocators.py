@@ -21,6 +21,7 @@ class Allocator:
     package: str | None = None  # Debian package that provides it
     expect: str | None = None   # what the programs must report as "allocator"
     version: str = ""
+    env: tuple = ()             # ("NAME=value", ...) set for its runs
 
 
 GLIBC = Allocator("glibc", None, "libc6", "glibc")
@@ -67,6 +68,13 @@ def find_library(soname: str, want_machine) -> str | None:
 
 
 SECURE = "fastalloc-secure"
+# The default library with the sampled heap profile on (README.md, "Heap
+# profiles"), written to /dev/null at exit: what the profile costs.
+PROFILE = "fastalloc-profile"
+PROFILE_ENV = ("FASTALLOC_PROFILE=/dev/null",)
+# fastalloc's own variants: never anyone's "best other allocator", and no
+# memory column of their own.
+VARIANTS = (SECURE, PROFILE)
 
 
 def package_version(package: str) -> str:
@@ -101,6 +109,8 @@ def discover_allocators(build: Path, extra: list[tuple[str, str]], want_machine)
         found.append(Allocator(SECURE, str(secure), None, SECURE, git_revision()))
     else:
         skipped.append((SECURE, f"{secure} not found; build it first (make)"))
+    found.append(Allocator(PROFILE, str(build / "libfastalloc.so"), None, "fastalloc", git_revision(),
+                           PROFILE_ENV))
     found.append(Allocator("glibc", None, "libc6", "glibc", package_version("libc6")))
     for name, soname, package in PEERS:
         path = find_library(soname, want_machine)

@@ -5,7 +5,7 @@ FAIL mark, not a failure of the run."""
 
 from __future__ import annotations
 
-from .allocators import SECURE
+from .allocators import PROFILE, SECURE, VARIANTS
 from .stats import fmt_num, fmt_ratio, fmt_rss, geomean
 from .tables import Table
 from .workloads import SHUFFLE_THREADS, Workload
@@ -147,25 +147,39 @@ def summary_lines(workloads: list[Workload], rows_by: dict) -> list[str]:
 SECURE_TARGET = 1.10
 
 
-def secure_lines(workloads: list[Workload], rows_by: dict) -> list[str]:
+def variant_ratios(workloads: list[Workload], rows_by: dict, variant: str):
+    """A variant's time over the default library's, per timed workload both
+    ran: (geometric mean, [(ratio, workload)] costliest first)."""
     ratios, worst = [], []
     for w in workloads:
         if w.kind != "alloc" or w.label:
             continue
         rows = {r["allocator"]: r for r in rows_by.get(w.name, []) if not r["name"].startswith("fa_")}
-        fa, sec = rows.get("fastalloc"), rows.get(SECURE)
-        if not fa or not sec or not fa["median"] or not sec["median"]:
+        fa, var = rows.get("fastalloc"), rows.get(variant)
+        if not fa or not var or not fa["median"] or not var["median"]:
             continue
-        ratio = fa["median"] / sec["median"] if w.higher_is_better else sec["median"] / fa["median"]
+        ratio = fa["median"] / var["median"] if w.higher_is_better else var["median"] / fa["median"]
         ratios.append(ratio)
         worst.append((ratio, w.name))
-    g = geomean(ratios)
-    if g is None:
-        return []
     worst.sort(reverse=True)
-    return [f"{SECURE} vs fastalloc, geometric mean over {len(ratios)} workloads: {g:.3f}x "
-            f"({'PASS' if g <= SECURE_TARGET else 'FAIL'} <= {SECURE_TARGET:.2f}x); the costliest: "
-            + ", ".join(f"{n} {r:.2f}x" for r, n in worst[:5])]
+    return geomean(ratios), worst
+
+
+def secure_lines(workloads: list[Workload], rows_by: dict) -> list[str]:
+    """The hardened build's cost against its target, and the profile's
+    cost (no target: what a profiled run pays)."""
+    lines = []
+    g, worst = variant_ratios(workloads, rows_by, SECURE)
+    if g is not None:
+        lines.append(f"{SECURE} vs fastalloc, geometric mean over {len(worst)} workloads: {g:.3f}x "
+                     f"({'PASS' if g <= SECURE_TARGET else 'FAIL'} <= {SECURE_TARGET:.2f}x); the costliest: "
+                     + ", ".join(f"{n} {r:.2f}x" for r, n in worst[:5]))
+    g, worst = variant_ratios(workloads, rows_by, PROFILE)
+    if g is not None:
+        lines.append(f"{PROFILE} (FASTALLOC_PROFILE on) vs fastalloc, geometric mean over {len(worst)} "
+                     f"workloads: {g:.3f}x; the costliest: "
+                     + ", ".join(f"{n} {r:.2f}x" for r, n in worst[:5]))
+    return lines
 
 
 # Tables that get fastalloc's geometric means of their own, under the table
@@ -198,7 +212,7 @@ def table_geomeans(tname: str, workloads: list[Workload], rows_by: dict) -> list
     peers: dict[str, list[float]] = {}
     for wname, fr in fa.items():
         for r in rows_by.get(wname, []):
-            if r["allocator"] not in ("fastalloc", SECURE) and not r["name"].startswith("fa_") and r["median"]:
+            if r["allocator"] != "fastalloc" and r["allocator"] not in VARIANTS and not r["name"].startswith("fa_") and r["median"]:
                 ratio = r["median"] / fr["median"] if better[wname] else fr["median"] / r["median"]
                 peers.setdefault(r["name"], []).append(ratio)
     full = {name: geomean(rs) for name, rs in peers.items() if len(rs) == n and name != "glibc"}

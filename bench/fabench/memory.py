@@ -11,7 +11,7 @@ import json
 import os
 from typing import TYPE_CHECKING
 
-from .allocators import GLIBC, PEERS, SECURE
+from .allocators import GLIBC, PEERS, VARIANTS
 from .stats import fmt_num, fmt_ratio, geomean
 from .tables import Table
 from .workloads import Workload
@@ -153,7 +153,7 @@ def memory_lines(mem: list[dict]) -> list[str]:
     leaner somewhere)."""
     lines, counts = [], []
     names = list(dict.fromkeys(n for m in mem for n in m["peak_kib"]))
-    extras = [n for n in names if n not in LEAN_PEERS and n not in ("fastalloc", SECURE)]
+    extras = [n for n in names if n not in LEAN_PEERS and n != "fastalloc" and n not in VARIANTS]
     for name in ["fastalloc"] + extras:
         g, n = lean_geomean(mem, name)
         if g is not None:

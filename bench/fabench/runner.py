@@ -189,6 +189,7 @@ class Runner:
             argv = [a if not a.startswith("--callgrind-out-file=") else "--callgrind-out-file=/tmp/cg.out"
                     for a in argv]
         pre = f"LD_PRELOAD={shlex.quote(alloc.lib)} " if alloc.lib else ""
+        pre = "".join(f"{shlex.quote(kv)} " for kv in alloc.env) + pre
         if self._stats_wanted(w, alloc):  # as the run had it: its peak sampling is on
             pre = f"{STATS_VAR}={shlex.quote(stats_value('/tmp') or '')} " + pre
         return pre + " ".join(shlex.quote(a) for a in argv)
@@ -265,6 +266,7 @@ class Runner:
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)
         settings = [f"LD_PRELOAD={alloc.lib}"] if alloc.lib else []
+        settings += list(alloc.env)
         stats = stats_value(stats_dir) if stats_dir else None
         if stats:
             settings.append(f"{STATS_VAR}={stats}")

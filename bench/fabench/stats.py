@@ -6,7 +6,7 @@ import math
 import statistics
 from typing import TYPE_CHECKING
 
-from .allocators import SECURE, Allocator
+from .allocators import VARIANTS, Allocator
 from .workloads import Workload, row_name
 
 if TYPE_CHECKING:  # runner imports this module for its progress lines
@@ -138,9 +138,9 @@ def add_ratios(w: Workload, rows: list[dict], refs: list[dict] | None) -> None:
         if r["median"] is None:
             continue
         if refs is not None:  # another API of fastalloc: against the other allocators' malloc
-            others = [o for o in refs if o["allocator"] not in (r["allocator"], SECURE) and o["median"] is not None]
-        else:  # the hardened build is fastalloc too, not a peer
-            others = [o for o in rows if o is not r and o["median"] is not None and o["allocator"] != SECURE]
+            others = [o for o in refs if o["allocator"] != r["allocator"] and o["allocator"] not in VARIANTS and o["median"] is not None]
+        else:  # the hardened build and the profile are fastalloc too, not peers
+            others = [o for o in rows if o is not r and o["median"] is not None and o["allocator"] not in VARIANTS]
         if others:
             best = pick(others, key=lambda o: o["median"])
             r["vs_best"], r["best"] = ratio(r["median"], best["median"]), best["name"]

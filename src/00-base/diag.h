@@ -8,10 +8,10 @@
 
 /* Diagnostic modes (src/09-diag/): while any is on, every malloc and free
  * leaves the fast paths, where the mode sees it.  0 in a normal run; set
- * at start-up (debug mode, running under valgrind, recording a trace) or
- * from code (hooks).
+ * at start-up (debug mode, running under valgrind, recording a trace, the
+ * heap profile) or from code (hooks).
  * Read with a relaxed load, off the fast paths only. */
-enum { FA_DIAG_DEBUG = 1, FA_DIAG_VALGRIND = 2, FA_DIAG_HOOKS = 4, FA_DIAG_TRACE = 8 };
+enum { FA_DIAG_DEBUG = 1, FA_DIAG_VALGRIND = 2, FA_DIAG_HOOKS = 4, FA_DIAG_TRACE = 8, FA_DIAG_PROFILE = 16 };
 extern int fa__diag_mode FA_HIDDEN;
 
 FA_INLINE int fa__diag_on(void)

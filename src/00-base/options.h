@@ -35,6 +35,10 @@ struct fa__options {
                                   file, "" for the table on stderr */
     struct fa__opt_text trace; /* record an allocation trace (09-diag/trace.c); text:
                                   the file */
+    struct fa__opt_text profile; /* the sampled heap profile (09-diag/profile.c); text:
+                                    the file written at exit */
+    size_t profile_interval;   /* mean bytes allocated between two samples */
+    long profile_signal;       /* the signal that asks for a dump; 0: none */
 };
 extern struct fa__options fa__opt FA_HIDDEN;
 

@@ -1,4 +1,5 @@
 #include "01-os/os.h"
+#include "00-base/probe.h"
 
 #include <errno.h>
 #include <sys/mman.h>
@@ -39,6 +40,7 @@ void *fa__os_map(size_t size, size_t align)
     int saved = errno; /* a refused mmap must not leak its errno to the caller */
     void *p = map_aligned(size, align, PROT_READ | PROT_WRITE);
     errno = saved;
+    FA_PROBE2(os_map, p, size);
     return p;
 }
 

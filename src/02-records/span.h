@@ -59,6 +59,8 @@ struct fa__span {
     uint8_t kept;     /* small spans: every block free, counted in its owner's
                          kept bytes (08-tcache) */
     uint8_t full_seen; /* small spans: its owner found it full once */
+    uint8_t sampled;   /* large blocks: a sample of the heap profile (09-diag/profile.c),
+                          which clears it before the block is freed */
     /* A span is either in use or free, never both: the fields of each state
      * share memory, which keeps the record at one cache line (each is
      * allocated with an empty line after it: fa__ph_span_new, 04-pageheap/spans.c). */

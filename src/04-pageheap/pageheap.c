@@ -3,6 +3,7 @@
  * resize.  They take the lock, work on the lists of spans.c, and call on
  * growth (grow.c) and purging (reclaim.c) as they need. */
 #include "04-pageheap/heap_int.h"
+#include "00-base/probe.h"
 #include "00-base/asan.h"
 #include "00-base/clock.h"
 #include "02-records/pagemap.h"
@@ -142,6 +143,7 @@ struct fa__span *fa__ph_alloc(size_t npages, size_t align_pages, unsigned state,
     fa__purge_note_use(in_use());
     fa__unlock(&fa__ph_lock);
     FA_UNPOISON((void *)s->start, s->npages * FA_PAGE_SIZE);
+    FA_PROBE3(span_alloc, s->start, s->npages, cls);
     return s;
 }
 

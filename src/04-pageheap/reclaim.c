@@ -4,6 +4,7 @@
  * lock dropped; the timed look and a forced purge madvise under the lock.
  * Also the fork reset of what was in flight. */
 #include "04-pageheap/heap_int.h"
+#include "00-base/probe.h"
 #include "00-base/asan.h"
 #include "00-base/clock.h"
 #include "00-base/options.h"
@@ -54,6 +55,7 @@ size_t fa__ph_release_pages(struct fa__span *s)
     if (shi > slo)
         fa__os_release((void *)slo, shi - slo, false);
     fa__os_release((void *)a, e - a, fa__opt.purge_madv_free);
+    FA_PROBE2(purge, a, e - a);
     if (!fa__opt.purge_madv_free && a == s->start)
         s->zeroed = (e == s->start + s->npages * FA_PAGE_SIZE);
     return e - a;

@@ -1,6 +1,7 @@
 /* Large blocks (large.h): spans of their own from the page heap, and the
  * blocks each thread keeps after freeing them. */
 #include "06-large/large.h"
+#include "00-base/probe.h"
 #include "00-base/mem.h"
 #include "00-base/asan.h"
 #include "00-base/diag.h"
@@ -259,6 +260,7 @@ void *fa__large_alloc(struct fa__large_cache *lc, size_t size, size_t align, boo
         errno = ENOMEM;
         return NULL;
     }
+    FA_PROBE2(large_alloc, s->start, size);
     return hand_out(s, size);
 }
 

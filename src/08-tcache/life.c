@@ -4,6 +4,7 @@
  * given up when the thread exits, then recycled.  Also the registry of live
  * caches, which the statistics walk. */
 #include "08-tcache/internal.h"
+#include "00-base/probe.h"
 #include "00-base/mem.h"
 #include "00-base/diag.h"
 #include "00-base/lock.h"
@@ -91,6 +92,7 @@ static struct fa__tcache *cache_new(void)
         registry->prev = tc;
     registry = tc;
     fa__unlock(&registry_lock);
+    FA_PROBE2(tcache_new, tc, warm);
     if (warm && tc->kept_bytes > 0) {
         /* Its predecessor's all-free spans: kept if the bound allows. */
         size_t want = (tc->kept_bytes + FA_TC_CLAIM_STEP - 1) & ~(FA_TC_CLAIM_STEP - 1);
@@ -241,6 +243,7 @@ static void thread_exit(void *arg)
     }
     fa__tc_fold_all(tc); /* its frees still on the spans it leaves to another */
     fa__tc_live_add(-1);
+    FA_PROBE2(tcache_exit, tc, replaced);
     fa__lock(&registry_lock);
     retire_counts(tc);
     if (tc->prev != NULL)

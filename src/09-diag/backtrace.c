@@ -55,7 +55,7 @@ int fa__dbg_tid(void)
 
 struct trace {
     void **out;
-    unsigned n;
+    unsigned n, max;
 };
 
 static _Unwind_Reason_Code trace_step(struct _Unwind_Context *ctx, void *arg)
@@ -67,10 +67,15 @@ static _Unwind_Reason_Code trace_step(struct _Unwind_Context *ctx, void *arg)
     if (t->n == 0 && ip >= self_lo && ip < self_hi)
         return _URC_NO_REASON; /* still inside the allocator */
     t->out[t->n++] = (void *)ip;
-    return t->n == FA_DBG_FRAMES ? _URC_END_OF_STACK : _URC_NO_REASON;
+    return t->n == t->max ? _URC_END_OF_STACK : _URC_NO_REASON;
 }
 
 uint16_t fa__dbg_capture(void **out)
+{
+    return (uint16_t)fa__dbg_capture_n(out, FA_DBG_FRAMES);
+}
+
+unsigned fa__dbg_capture_n(void **out, unsigned max)
 {
     if (in_trace)
         return 0;
@@ -79,10 +84,10 @@ uint16_t fa__dbg_capture(void **out)
         dl_iterate_phdr(find_self, (void *)(uintptr_t)&fa__dbg_capture);
         __atomic_store_n(&self_found, 1, __ATOMIC_RELEASE);
     }
-    struct trace t = {out, 0};
+    struct trace t = {out, 0, max};
     _Unwind_Backtrace(trace_step, &t);
     in_trace = 0;
-    return (uint16_t)t.n;
+    return t.n;
 }
 
 void fa__dbg_print_trace(const char *what, void *const *frames, unsigned n)

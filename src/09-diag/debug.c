@@ -3,7 +3,8 @@
  * on (docs/DESIGN.md, "Debug mode, valgrind, AddressSanitizer"):
  *   checked, in debug mode and under memcheck (checked.c);
  *   traced, when a trace is recorded without them (traced.c);
- *   plain, with hooks alone (blocks.c);
+ *   plain, with hooks alone or the heap profile (blocks.c), of which
+ *     the profile samples some (profile.c);
  * and to the hooks (hooks.c) and the trace recorder (trace.c) on each.
  * Calls every other file of 09-diag but leaks.c (which runs at exit), and
  * none calls it (debug_int.h gives the order). */
@@ -31,6 +32,13 @@ void fa__dbg_init(void)
         mode |= FA_DIAG_VALGRIND;
     __atomic_fetch_or(&fa__diag_mode, mode, __ATOMIC_RELAXED);
     fa__trace_init(); /* sets its own bit when FASTALLOC_TRACE is set */
+    if (fa__prof_init(fa__diag_on() & (FA_DIAG_DEBUG | FA_DIAG_VALGRIND | FA_DIAG_TRACE)))
+        __atomic_fetch_or(&fa__diag_mode, FA_DIAG_PROFILE, __ATOMIC_RELEASE);
+}
+
+int fa__dbg_profile_dump(const char *path)
+{
+    return fa__prof_dump(path);
 }
 
 static bool checked(void)
@@ -50,9 +58,32 @@ static bool traced(void)
     return (fa__diag_on() & (FA_DIAG_TRACE | FA_DIAG_DEBUG | FA_DIAG_VALGRIND)) == FA_DIAG_TRACE;
 }
 
+/* The profile is on (it is never on with checked or traced blocks). */
+static bool profiling(void)
+{
+    return fa__diag_on() & FA_DIAG_PROFILE;
+}
+
 static void *mode_alloc(size_t size, size_t align, bool zero)
 {
-    return checked() ? fa__dbg_checked_alloc(size, align, zero) : fa__dbg_plain_alloc(size, align, zero);
+    if (checked())
+        return fa__dbg_checked_alloc(size, align, zero);
+    if (profiling()) {
+        fa__prof_poll();
+        if (FA_UNLIKELY(fa__prof_due(size)))
+            return fa__prof_alloc(size, align, zero);
+    }
+    return fa__dbg_plain_alloc(size, align, zero);
+}
+
+/* A plain block back to the thread cache, after the profile forgets it. */
+static void plain_free(void *p)
+{
+    if (profiling()) {
+        fa__prof_poll();
+        fa__prof_free(p);
+    }
+    fa__tc_free_slow(p);
 }
 
 static unsigned trace_op(size_t align, bool zero)
@@ -108,7 +139,7 @@ void fa__dbg_free(void *p)
     fa__dbg_hook_free(p, fa__dbg_plain_usable(p, "free"));
     if (tracing())
         fa__trace_free(p);
-    fa__tc_free_slow(p);
+    plain_free(p);
 }
 
 void *fa__dbg_realloc(void *p, size_t size)
@@ -158,7 +189,7 @@ void *fa__dbg_realloc(void *p, size_t size)
     if (checked())
         fa__dbg_checked_free(p);
     else
-        fa__tc_free_slow(p);
+        plain_free(p);
     return n;
 }
 
@@ -178,13 +209,16 @@ int fa__dbg_owns(const void *p)
     return fa__dbg_checked_owns(p);
 }
 
-/* The lock of checked blocks' live list and quarantine (checked.c). */
+/* The lock of checked blocks' live list and quarantine (checked.c), and
+ * the profile's (profile.c). */
 void fa__dbg_lock_for_fork(void)
 {
     fa__dbg_live_lock();
+    fa__prof_lock_for_fork();
 }
 
 void fa__dbg_unlock_for_fork(void)
 {
+    fa__prof_unlock_for_fork();
     fa__dbg_live_unlock();
 }

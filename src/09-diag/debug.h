@@ -46,7 +46,14 @@ int fa__dbg_set_hooks(const struct fa_hooks *hooks) FA_HIDDEN;
 void fa__dbg_report_end(void) FA_HIDDEN;
 int fa__dbg_tid(void) FA_HIDDEN;
 
-/* For fork: the lock of the live list and the quarantine. */
+/* fa_profile_dump: the sampled heap profile (FASTALLOC_PROFILE) to path,
+ * or, when path is NULL, to the profile's path with ".N" added (N = 1, 2,
+ * ... as dumps are made); 0, an errno value from writing the file, or
+ * EINVAL when the profile is off. */
+int fa__dbg_profile_dump(const char *path) FA_HIDDEN;
+
+/* For fork: the lock of the live list and the quarantine, and the
+ * profile's. */
 void fa__dbg_lock_for_fork(void) FA_HIDDEN;
 void fa__dbg_unlock_for_fork(void) FA_HIDDEN;
 

@@ -14,6 +14,8 @@
  *   leaks.c      the leak report at exit; calls checked.c, backtrace.c
  *   hooks.c      the hooks and their sampling; calls backtrace.c
  *   traced.c     traced blocks (a trace without checks); calls blocks.c
+ *   profile.c    the sampled heap profile: sampled blocks, their table,
+ *                the dump; calls backtrace.c
  *   debug.c      the entry points every mode takes, and start-up; calls
  *                all of the above, and the trace recorder (trace.c)
  * memcheck.h, valgrind's client requests, is macros and calls none of
@@ -34,6 +36,8 @@
  * already capturing one: an allocation the unwinder makes then gets no
  * trace).  The thread id is fa__dbg_tid() (debug.h). */
 uint16_t fa__dbg_capture(void **out) FA_HIDDEN;
+/* The same, up to max frames. */
+unsigned fa__dbg_capture_n(void **out, unsigned max) FA_HIDDEN;
 /* One line per frame, "what" on the first. */
 void fa__dbg_print_trace(const char *what, void *const *frames, unsigned n) FA_HIDDEN;
 
@@ -105,5 +109,25 @@ struct fa__trace_hdr *fa__dbg_traced_hdr(const void *p) FA_HIDDEN;
  * program as it does outside the modes. */
 struct fa__trace_hdr *fa__dbg_traced_hdr_or_die(void *p, const char *who) FA_HIDDEN;
 size_t fa__dbg_traced_usable(void *p, const char *who) FA_HIDDEN;
+
+/* ---- profile.c ---- (the dump is fa__dbg_profile_dump, debug.h) */
+
+/* At start-up, with the diagnostic modes already on (modes): start the
+ * profile when FASTALLOC_PROFILE asks for it and no mode with blocks of
+ * its own is on; true when it started (the caller sets FA_DIAG_PROFILE). */
+bool fa__prof_init(int modes) FA_HIDDEN;
+/* Count size bytes against this thread's distance to its next sample:
+ * true when this block is the sample. */
+bool fa__prof_due(size_t size) FA_HIDDEN;
+/* A sampled block: a large block of its own, its stack kept; NULL with
+ * errno = ENOMEM. */
+void *fa__prof_alloc(size_t size, size_t align, bool zero) FA_HIDDEN;
+/* Before a plain block p is freed: forget it if it is a sample. */
+void fa__prof_free(void *p) FA_HIDDEN;
+/* Write the dump the signal asked for, if it did. */
+void fa__prof_poll(void) FA_HIDDEN;
+int fa__prof_dump(const char *path) FA_HIDDEN;
+void fa__prof_lock_for_fork(void) FA_HIDDEN;
+void fa__prof_unlock_for_fork(void) FA_HIDDEN;
 
 #endif

@@ -80,6 +80,12 @@ int fa_set_hooks(const fa_hooks *hooks)
     return err;
 }
 
+int fa_profile_dump(const char *path)
+{
+    fa__ensure_init();
+    return fa__dbg_profile_dump(path);
+}
+
 int fa_owns(const void *p)
 {
     if (p == NULL || !__atomic_load_n(&fa__initialized, __ATOMIC_ACQUIRE))

@@ -1,0 +1,434 @@
+/* The sampled heap profile (FASTALLOC_PROFILE): about one block per
+ * `profile_interval` bytes allocated keeps the stack that allocated it,
+ * and the live ones are written, in the text form of gperftools' heap
+ * profiles, at exit, at fa_profile_dump and on a chosen signal.
+ *
+ * Sampling is a Poisson process over the bytes allocated, as tcmalloc's:
+ * each thread counts down a distance drawn from an exponential
+ * distribution of mean `profile_interval`, and the block in which it runs
+ * out is sampled.  A block of s bytes is then sampled with probability
+ * 1 - exp(-s / interval), which is what pprof's "heap_v2" header tells it
+ * to undo: each sample of s bytes stands for s / (1 - exp(-s / interval))
+ * live bytes.
+ *
+ * A sampled block is a large block of its own (at least a page), its span
+ * marked `sampled`: a free finds it with the page-map load that it makes
+ * anyway, and the table of samples, under its lock, is touched only for
+ * sampled blocks.  At the default interval the page per sample is at most
+ * 1/64 more memory (8 KiB per 512 KiB allocated).
+ *
+ * The profile is a diagnostic mode (00-base/diag.h): while it is on, every
+ * call leaves the fast paths and comes here through debug.c, which keeps
+ * plain blocks.  It is refused with debug mode, memcheck or a trace, whose
+ * blocks have headers of their own.  Calls backtrace.c; debug.c calls it
+ * (debug_int.h gives the order). */
+#define _GNU_SOURCE
+#include "09-diag/debug_int.h"
+#include "00-base/diag.h"
+#include "00-base/lock.h"
+#include "00-base/mem.h"
+#include "00-base/options.h"
+#include "00-base/probe.h"
+#include "01-os/os.h"
+#include "02-records/pagemap.h"
+#include "02-records/span.h"
+#include "08-tcache/tcache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Frames kept per sample: pprof shows the callers of a site, so deeper
+ * than debug mode's six. */
+#define FRAMES 32
+
+struct sample {
+    uintptr_t addr; /* 0: an empty slot; 1: a deleted one */
+    size_t size;    /* bytes asked for */
+    uint32_t n;     /* frames */
+    uint32_t unused;
+    void *at[FRAMES];
+};
+
+/* The live samples: an open-addressing table by address, in memory from
+ * the OS, under one lock (taken for sampled blocks only). */
+static fa__lock_t lock = FA_LOCK_INIT;
+static struct sample *table;
+static size_t cap, used; /* used counts deleted slots too */
+static size_t live;      /* samples in the table */
+
+static bool on;
+static pid_t owner;      /* the process that started the profile */
+static unsigned dumps;   /* numbered dumps so far (signal, fa_profile_dump(NULL)) */
+static int asked;        /* the signal came: dump at the next call */
+
+/* Bytes until this thread's next sample (armed once drawn), and its
+ * random state. */
+static __thread long long left __attribute__((tls_model("initial-exec")));
+static __thread bool armed __attribute__((tls_model("initial-exec")));
+static __thread uint64_t rng __attribute__((tls_model("initial-exec")));
+
+static size_t slot_of(uintptr_t p, size_t n)
+{
+    return (size_t)((p >> 4) * 0x9E3779B97F4A7C15ULL >> 17) & (n - 1);
+}
+
+/* Caller holds the lock.  False when there is no memory for a bigger
+ * table: the block is then not sampled. */
+static bool grow(void)
+{
+    size_t ncap = cap ? 2 * cap : 1024;
+    struct sample *t = fa__os_map(ncap * sizeof *t, 0);
+    if (t == NULL)
+        return false;
+    for (size_t i = 0; i < cap; i++) {
+        if (table[i].addr > 1) {
+            size_t k = slot_of(table[i].addr, ncap);
+            while (t[k].addr != 0)
+                k = (k + 1) & (ncap - 1);
+            t[k] = table[i];
+        }
+    }
+    if (table != NULL)
+        fa__os_unmap(table, cap * sizeof *table);
+    table = t;
+    cap = ncap;
+    used = live;
+    return true;
+}
+
+static bool put(const struct sample *s)
+{
+    if (2 * (used + 1) > cap && !grow())
+        return false;
+    size_t k = slot_of(s->addr, cap);
+    while (table[k].addr > 1)
+        k = (k + 1) & (cap - 1);
+    if (table[k].addr == 0)
+        used++;
+    table[k] = *s;
+    live++;
+    return true;
+}
+
+static void take(uintptr_t p)
+{
+    if (cap == 0)
+        return;
+    for (size_t k = slot_of(p, cap); table[k].addr != 0; k = (k + 1) & (cap - 1)) {
+        if (table[k].addr == p) {
+            table[k].addr = 1;
+            live--;
+            return;
+        }
+    }
+}
+
+/* ---- sampling ---- */
+
+/* ln(x) for x > 0, to about 1e-9: the library uses no libm.  x = m * 2^e
+ * with m in [1/sqrt 2, sqrt 2), and ln m from the series of
+ * 2 atanh((m - 1) / (m + 1)). */
+static double ln(double x)
+{
+    union {
+        double d;
+        uint64_t u;
+    } v = {x};
+    int e = (int)((v.u >> 52) & 0x7ff) - 1023;
+    v.u = (v.u & ((UINT64_C(1) << 52) - 1)) | (UINT64_C(1023) << 52);
+    double m = v.d;
+    if (m > 1.4142135623730951) {
+        m *= 0.5;
+        e++;
+    }
+    double t = (m - 1) / (m + 1), t2 = t * t;
+    double s = t * (2 + t2 * (2.0 / 3 + t2 * (2.0 / 5 + t2 * (2.0 / 7 + t2 * (2.0 / 9 + t2 * (2.0 / 11))))));
+    return e * 0.6931471805599453 + s;
+}
+
+/* The next distance: exponential with mean `profile_interval`. */
+static long long draw(void)
+{
+    if (rng == 0)
+        rng = ((uint64_t)(uintptr_t)&rng * 0x9E3779B97F4A7C15ULL ^ (uint64_t)fa__dbg_tid()) | 1;
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    double u = (double)((rng >> 11) + 1) * (1.0 / 9007199254740992.0); /* (0, 1] */
+    double d = -ln(u) * (double)__atomic_load_n(&fa__opt.profile_interval, __ATOMIC_RELAXED);
+    return d < 1 ? 1 : d > 4e18 ? (long long)4e18 : (long long)d;
+}
+
+bool fa__prof_due(size_t size)
+{
+    if (FA_UNLIKELY(!armed)) {
+        left = draw();
+        armed = true;
+    }
+    if ((left -= (long long)(size ? size : 1)) > 0)
+        return false;
+    left = draw();
+    return true;
+}
+
+void *fa__prof_alloc(size_t size, size_t align, bool zero)
+{
+    void *p = fa__tc_alloc_large(size, align, zero);
+    if (p == NULL)
+        return NULL;
+    struct sample s = {.addr = (uintptr_t)p, .size = size};
+    s.n = fa__dbg_capture_n(s.at, FRAMES);
+    fa__lock(&lock);
+    bool kept = put(&s);
+    fa__unlock(&lock);
+    if (kept)
+        fa__pm_span((uintptr_t)p)->sampled = 1; /* the block's own record: no one else reads it now */
+    FA_PROBE2(sample, p, size);
+    return p;
+}
+
+void fa__prof_free(void *p)
+{
+    if (fa__pm_class((uintptr_t)p) != 0)
+        return; /* a small block: never sampled */
+    struct fa__span *s = fa__pm_span((uintptr_t)p);
+    if (s == NULL || s->state != FA_SPAN_LARGE || !s->sampled || s->start != (uintptr_t)p)
+        return;
+    s->sampled = 0;
+    fa__lock(&lock);
+    take((uintptr_t)p);
+    fa__unlock(&lock);
+}
+
+/* ---- the dump ---- */
+
+/* Output through one buffer, under the lock: a dump may run inside a
+ * malloc (after the signal), so it neither allocates nor uses stdio. */
+static char obuf[16384];
+static size_t olen;
+static int ofd, oerr;
+
+static void out_flush(void)
+{
+    size_t done = 0;
+    while (done < olen && oerr == 0) {
+        ssize_t w = write(ofd, obuf + done, olen - done);
+        if (w > 0)
+            done += (size_t)w;
+        else if (w < 0 && errno != EINTR)
+            oerr = errno;
+    }
+    olen = 0;
+}
+
+static void out(const char *s, size_t n)
+{
+    while (n > 0) {
+        if (olen == sizeof obuf)
+            out_flush();
+        size_t k = sizeof obuf - olen < n ? sizeof obuf - olen : n;
+        fa__memcpy(obuf + olen, s, k);
+        olen += k;
+        s += k;
+        n -= k;
+    }
+}
+
+static void out_str(const char *s)
+{
+    out(s, strlen(s));
+}
+
+static void out_dec(uint64_t v)
+{
+    char b[24];
+    int i = sizeof b;
+    do
+        b[--i] = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    out(b + i, sizeof b - i);
+}
+
+static void out_hex(uint64_t v)
+{
+    char b[24];
+    int i = sizeof b;
+    do
+        b[--i] = "0123456789abcdef"[v & 15];
+    while ((v >>= 4) != 0);
+    b[--i] = 'x';
+    b[--i] = '0';
+    out(b + i, sizeof b - i);
+}
+
+/* "N: B [N: B]": the live count and bytes, and the same again where
+ * gperftools puts what was allocated in all (only live samples are kept). */
+static void out_counts(uint64_t n, uint64_t bytes)
+{
+    out_dec(n);
+    out_str(": ");
+    out_dec(bytes);
+    out_str(" [");
+    out_dec(n);
+    out_str(": ");
+    out_dec(bytes);
+    out_str("]");
+}
+
+/* The profile to the open file fd; 0 or an errno value.  Caller holds the
+ * lock. */
+static int write_profile(int fd)
+{
+    ofd = fd;
+    olen = 0;
+    oerr = 0;
+    uint64_t n = 0, bytes = 0;
+    for (size_t i = 0; i < cap; i++) {
+        if (table[i].addr > 1) {
+            n++;
+            bytes += table[i].size;
+        }
+    }
+    out_str("heap profile: ");
+    out_counts(n, bytes);
+    out_str(" @ heap_v2/");
+    out_dec(__atomic_load_n(&fa__opt.profile_interval, __ATOMIC_RELAXED));
+    out_str("\n");
+    for (size_t i = 0; i < cap; i++) {
+        const struct sample *s = &table[i];
+        if (s->addr <= 1)
+            continue;
+        out_counts(1, s->size);
+        out_str(" @");
+        /* pprof takes one from every address but the first, to land in
+         * the call: the first, a return address too, is moved here. */
+        for (unsigned f = 0; f < s->n; f++) {
+            out_str(" ");
+            out_hex((uintptr_t)s->at[f] - (f == 0));
+        }
+        out_str("\n");
+    }
+    /* Where each object was loaded, for pprof to name the addresses. */
+    out_str("\nMAPPED_LIBRARIES:\n");
+    int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (maps >= 0) {
+        for (;;) {
+            if (olen == sizeof obuf)
+                out_flush();
+            ssize_t r = read(maps, obuf + olen, sizeof obuf - olen);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                break;
+            olen += (size_t)r;
+        }
+        close(maps);
+    }
+    out_flush();
+    return oerr;
+}
+
+/* The file the profile's path names, "%p" replaced by the process id; a
+ * child of fork (no exec) that has no "%p" writes PATH.PID, so that it
+ * leaves its parent's file alone; seq > 0 appends ".seq". */
+static void path_of(char *buf, size_t size, unsigned seq)
+{
+    const char *t = fa__opt.profile.text, *pct = strstr(t, "%p");
+    char pid[24];
+    snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    int k;
+    if (pct != NULL)
+        k = snprintf(buf, size, "%.*s%s%s", (int)(pct - t), t, pid, pct + 2);
+    else if (getpid() != owner)
+        k = snprintf(buf, size, "%s.%s", t, pid);
+    else
+        k = snprintf(buf, size, "%s", t);
+    if (seq != 0 && k >= 0 && (size_t)k < size)
+        snprintf(buf + k, size - (size_t)k, ".%u", seq);
+}
+
+int fa__prof_dump(const char *path)
+{
+    if (!__atomic_load_n(&on, __ATOMIC_ACQUIRE))
+        return EINVAL;
+    char own[FA_OPT_TEXT_MAX + 48];
+    fa__lock(&lock);
+    if (path == NULL) {
+        path_of(own, sizeof own, ++dumps);
+        path = own;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int err = fd < 0 ? errno : write_profile(fd);
+    fa__unlock(&lock);
+    if (fd >= 0 && close(fd) != 0 && err == 0)
+        err = errno;
+    FA_PROBE1(profile_dump, err);
+    return err;
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    __atomic_store_n(&asked, 1, __ATOMIC_RELAXED);
+}
+
+void fa__prof_poll(void)
+{
+    if (FA_LIKELY(!__atomic_load_n(&asked, __ATOMIC_RELAXED)) || !__atomic_exchange_n(&asked, 0, __ATOMIC_ACQUIRE))
+        return;
+    int err = fa__prof_dump(NULL);
+    if (err != 0)
+        fa__diag("fastalloc: FASTALLOC_PROFILE: cannot write the dump asked for by signal %ld: %s",
+                 fa__opt.profile_signal, strerror(err));
+}
+
+/* ---- start, fork, exit ---- */
+
+bool fa__prof_init(int modes)
+{
+    if (!fa__opt.profile.on)
+        return false;
+    if (modes != 0) {
+        fa__diag("fastalloc: FASTALLOC_PROFILE ignored: %s keeps blocks of its own",
+                 (modes & FA_DIAG_DEBUG) ? "debug mode" : (modes & FA_DIAG_VALGRIND) ? "valgrind" : "a trace");
+        return false;
+    }
+    owner = getpid();
+    if (fa__opt.profile_signal != 0) {
+        struct sigaction sa;
+        fa__memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction((int)fa__opt.profile_signal, &sa, NULL) != 0)
+            fa__diag("fastalloc: FASTALLOC_PROFILE_SIGNAL=%ld: cannot catch it: %s", fa__opt.profile_signal,
+                     strerror(errno));
+    }
+    __atomic_store_n(&on, true, __ATOMIC_RELEASE);
+    return true;
+}
+
+void fa__prof_lock_for_fork(void)
+{
+    fa__lock(&lock);
+}
+
+void fa__prof_unlock_for_fork(void)
+{
+    fa__unlock(&lock);
+}
+
+__attribute__((destructor)) static void at_exit(void)
+{
+    if (!__atomic_load_n(&on, __ATOMIC_ACQUIRE))
+        return;
+    char path[FA_OPT_TEXT_MAX + 48];
+    path_of(path, sizeof path, 0);
+    int err = fa__prof_dump(path);
+    if (err != 0)
+        fa__diag("fastalloc: FASTALLOC_PROFILE: cannot write %s: %s", path, strerror(err));
+}
