@@ -5,7 +5,8 @@
  * its signal; `google-pprof --text` must then name the first two with
  * their live bytes within 20%, and the third with nearly nothing (a
  * sample whose free is missed would show there).  Each case is one way of
- * dumping; a fourth has threads that free each other's blocks.  Skips (77) when google-pprof is not installed (Debian's
+ * dumping; a fourth has threads that free each other's blocks, a fifth
+ * hooks on for a while.  Skips (77) when google-pprof is not installed (Debian's
  * google-perftools). */
 #define _GNU_SOURCE
 #include "check.h"
@@ -24,9 +25,9 @@
 
 #define MIB (1024.0 * 1024.0)
 #define SMALL_BYTES (40u << 20)
-#define SMALL_SIZE 200u
+#define SMALL_SIZE 200u /* a class of 208 bytes */
 #define BIG_BYTES (16u << 20)
-#define BIG_SIZE 5000u
+#define BIG_SIZE 5000u /* a class of 5,120 */
 #define FREED_BYTES (24u << 20)
 #define INTERVAL "32768"
 #define SIGNAL SIGUSR2
@@ -144,10 +145,27 @@ static void threads(void)
     }
 }
 
-/* The child: the heap above, then the dump its mode asks for. */
+static unsigned long hooked;
+static void count_alloc(void *p, size_t size, void *caller)
+{
+    (void)p, (void)size, (void)caller;
+    hooked++;
+}
+
+/* The child: the heap above, then the dump its mode asks for.  In the
+ * hooks case, hooks are on for the first function (every call then takes
+ * the diagnostic modes' own path, where the profile samples too) and off
+ * from the churn on, whose blocks are freed back in the profile's own. */
 static int child(const char *mode, const char *dir)
 {
+    bool hooks = strcmp(mode, "hooks") == 0;
+    if (hooks)
+        CHECK(fa_set_hooks(&(fa_hooks){count_alloc, NULL, 0}) == 0);
     void **a = profile_hold_small();
+    if (hooks) {
+        CHECK(fa_set_hooks(NULL) == 0);
+        CHECKF(hooked >= SMALL_BYTES / SMALL_SIZE, "the hook saw %lu calls", hooked);
+    }
     profile_churn();
     void **b = profile_hold_big();
     sink = a;
@@ -164,8 +182,9 @@ static int child(const char *mode, const char *dir)
     }
     if (strcmp(mode, "signal") == 0) {
         CHECK(raise(SIGNAL) == 0);
-        /* The dump is written at the next call. */
-        fa_free(fa_malloc(16));
+        /* The dump is written at the next call that leaves the fast
+         * paths: a large block's always does. */
+        fa_free(fa_malloc(1u << 20));
         _exit(0);
     }
     return 0; /* exit: the destructor writes it */
@@ -233,6 +252,15 @@ static void read_profile(const char *self, const char *file, double *small, doub
     CHECKF(header, "google-pprof printed no Total line");
 }
 
+static size_t usable(size_t size)
+{
+    void *p = fa_malloc(size);
+    CHECK(p != NULL);
+    size_t n = fa_malloc_usable_size(p);
+    fa_free(p);
+    return n;
+}
+
 static int check_file(const char *mode, const char *file)
 {
     char self[PATH_MAX];
@@ -253,9 +281,11 @@ static int check_file(const char *mode, const char *file)
            "header: %s", head);
     double small, big, churn, keep, hand;
     read_profile(self, path, &small, &big, &churn, &keep, &hand);
-    /* Each function's list of pointers is live too. */
-    double want_small = (SMALL_BYTES + SMALL_BYTES / SMALL_SIZE * sizeof(void *)) / MIB;
-    double want_big = (BIG_BYTES + BIG_BYTES / BIG_SIZE * sizeof(void *)) / MIB;
+    /* A small block counts at its usable size, its size class (README.md,
+     * "Heap profiles"); each function's list of pointers, a large block,
+     * is live too. */
+    double want_small = (double)(SMALL_BYTES / SMALL_SIZE) * (usable(SMALL_SIZE) + sizeof(void *)) / MIB;
+    double want_big = (double)(BIG_BYTES / BIG_SIZE) * (usable(BIG_SIZE) + sizeof(void *)) / MIB;
     printf("%s: profile_hold_small %.1f MiB (live %.1f), profile_hold_big %.1f MiB (live %.1f), "
            "profile_churn %.1f MiB (live 0)\n",
            mode, small, want_small, big, want_big, churn);
@@ -265,7 +295,7 @@ static int check_file(const char *mode, const char *file)
            want_big);
     CHECKF(churn < 0.05 * want_big, "profile_churn: %.1f MiB, all freed", churn);
     if (strcmp(mode, "threads") == 0) {
-        double want_keep = THREADS * (THREAD_BYTES + THREAD_N * sizeof(void *)) / MIB;
+        double want_keep = (double)THREADS * THREAD_N * (usable(THREAD_SIZE) + sizeof(void *)) / MIB;
         printf("threads: profile_thread_keep %.1f MiB (live %.1f), profile_thread_hand %.1f MiB (live 0)\n", keep,
                want_keep, hand);
         CHECKF(keep > 0.8 * want_keep && keep < 1.2 * want_keep, "profile_thread_keep: %.1f MiB, live %.1f", keep,
@@ -308,11 +338,18 @@ static int case_threads(void)
     return check_file("threads", "exit.heap");
 }
 
+static int case_hooks(void)
+{
+    if (pprof_missing())
+        return 77;
+    return check_file("hooks", "exit.heap");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "child") == 0)
         return child(argv[2], argv[3]);
     static const struct check_case cases[] = {{"exit", case_exit}, {"api", case_api}, {"signal", case_signal},
-                                             {"threads", case_threads}};
+                                             {"threads", case_threads}, {"hooks", case_hooks}};
     return check_run_case("test_profile", cases, sizeof cases / sizeof cases[0], argc, argv);
 }

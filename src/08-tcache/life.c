@@ -126,7 +126,7 @@ struct fa__tcache *fa__tc_mine(void)
         return tc;
     if (tc == &tc_dead)
         return NULL;
-    bool diag = fa__diag_on() != 0;
+    bool diag = fa__diag_every(); /* the profile alone leaves caches in view */
     if (fa__tc_hidden != NULL) {
         tc = fa__tc_hidden;
         if (!diag) { /* the mode went off: the fast paths again */

@@ -308,3 +308,17 @@ void fa__tc_return_heads(struct fa__tcache *tc, unsigned cls)
         b = next;
     }
 }
+
+void fa__tc_heads_cut(struct fa__tcache *tc, unsigned cls, size_t n)
+{
+    void *keep = tc->heads[cls];
+    if (n == 0 || keep == NULL) {
+        fa__tc_return_heads(tc, cls);
+        return;
+    }
+    void *last = fa__fl_nth(keep, (unsigned)n - 1);
+    tc->heads[cls] = fa__fl_next(last);
+    fa__fl_set_next(last, NULL);
+    fa__tc_return_heads(tc, cls);
+    tc->heads[cls] = keep;
+}

@@ -140,6 +140,9 @@ FA_INLINE void *fa__tc_refill(unsigned cls)
     return p;
 }
 void fa__tc_free_slow(void *p) FA_HIDDEN;
+/* Give the blocks of tc's heads[cls] from the n-th on (n = 0: all) back to
+ * their spans, never handed out: the heap profile's cut (09-diag/profile.c). */
+void fa__tc_heads_cut(struct fa__tcache *tc, unsigned cls, size_t n) FA_HIDDEN;
 /* Stop the program: p, in the small span s, is not a block handed out
  * (fa__span_block_start said so). */
 _Noreturn FA_COLD void fa__tc_free_bad(const void *p, const struct fa__span *s) FA_HIDDEN;

@@ -69,9 +69,9 @@ static void *mode_alloc(size_t size, size_t align, bool zero)
     if (checked())
         return fa__dbg_checked_alloc(size, align, zero);
     if (profiling()) {
-        fa__prof_poll();
-        if (FA_UNLIKELY(fa__prof_due(size)))
-            return fa__prof_alloc(size, align, zero);
+        void *p = fa__prof_alloc(size, align, zero);
+        if (p != NULL)
+            return p;
     }
     return fa__dbg_plain_alloc(size, align, zero);
 }
@@ -79,10 +79,8 @@ static void *mode_alloc(size_t size, size_t align, bool zero)
 /* A plain block back to the thread cache, after the profile forgets it. */
 static void plain_free(void *p)
 {
-    if (profiling()) {
-        fa__prof_poll();
+    if (profiling())
         fa__prof_free(p);
-    }
     fa__tc_free_slow(p);
 }
 

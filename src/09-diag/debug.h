@@ -52,6 +52,24 @@ int fa__dbg_tid(void) FA_HIDDEN;
  * EINVAL when the profile is off. */
 int fa__dbg_profile_dump(const char *path) FA_HIDDEN;
 
+/* The heap profile's part of the slow paths while it is the only mode on
+ * (00-base/diag.h): the thread caches stay in view, and the profile counts
+ * the blocks each refill hands them (profile.c).
+ * malloc's slow path, before the refill: the sampled block, when this
+ * call is the sample (a large block of its own, its stack kept); NULL
+ * when it is not.  The same for a large block. */
+void *fa__prof_take(size_t size) FA_HIDDEN;
+void *fa__prof_take_large(size_t size, size_t align, bool zero) FA_HIDDEN;
+/* After the refill of class cls: count the blocks now on the calling
+ * thread's heads[cls]; where the sampling distance runs out, the list is
+ * cut, and the class's next allocation that misses is the sample. */
+void fa__prof_meter(unsigned cls) FA_HIDDEN;
+/* A free off the fast path (every free of a sampled block is one): the
+ * profile forgets p if it is a sample. */
+void fa__prof_free(void *p) FA_HIDDEN;
+/* Whether p is a sampled block (its realloc goes to fa__dbg_realloc). */
+bool fa__prof_is_sample(const void *p) FA_HIDDEN;
+
 /* For fork: the lock of the live list and the quarantine, and the
  * profile's. */
 void fa__dbg_lock_for_fork(void) FA_HIDDEN;

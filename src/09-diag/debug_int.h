@@ -110,20 +110,16 @@ struct fa__trace_hdr *fa__dbg_traced_hdr(const void *p) FA_HIDDEN;
 struct fa__trace_hdr *fa__dbg_traced_hdr_or_die(void *p, const char *who) FA_HIDDEN;
 size_t fa__dbg_traced_usable(void *p, const char *who) FA_HIDDEN;
 
-/* ---- profile.c ---- (the dump is fa__dbg_profile_dump, debug.h) */
+/* ---- profile.c ---- (what the api layer calls is in debug.h) */
 
 /* At start-up, with the diagnostic modes already on (modes): start the
  * profile when FASTALLOC_PROFILE asks for it and no mode with blocks of
  * its own is on; true when it started (the caller sets FA_DIAG_PROFILE). */
 bool fa__prof_init(int modes) FA_HIDDEN;
-/* Count size bytes against this thread's distance to its next sample:
- * true when this block is the sample. */
-bool fa__prof_due(size_t size) FA_HIDDEN;
-/* A sampled block: a large block of its own, its stack kept; NULL with
- * errno = ENOMEM. */
+/* While a mode of FA_DIAG_EVERY hides the caches: count an allocation of
+ * size bytes, and when it is the sample, return it (a large block of its
+ * own, its stack kept); NULL when it is not (or no memory). */
 void *fa__prof_alloc(size_t size, size_t align, bool zero) FA_HIDDEN;
-/* Before a plain block p is freed: forget it if it is a sample. */
-void fa__prof_free(void *p) FA_HIDDEN;
 /* Write the dump the signal asked for, if it did. */
 void fa__prof_poll(void) FA_HIDDEN;
 int fa__prof_dump(const char *path) FA_HIDDEN;

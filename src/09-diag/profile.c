@@ -32,6 +32,7 @@
 #include "01-os/os.h"
 #include "02-records/pagemap.h"
 #include "02-records/span.h"
+#include "02-records/tail.h"
 #include "08-tcache/tcache.h"
 
 #include <errno.h>
@@ -163,24 +164,41 @@ static long long draw(void)
     return d < 1 ? 1 : d > 4e18 ? (long long)4e18 : (long long)d;
 }
 
-bool fa__prof_due(size_t size)
+/* Count `weight` bytes against this thread's distance: true when the
+ * distance runs out in them (the block is the sample), and a new one is
+ * drawn. */
+static bool due(size_t weight)
 {
     if (FA_UNLIKELY(!armed)) {
         left = draw();
         armed = true;
     }
-    if ((left -= (long long)(size ? size : 1)) > 0)
+    if ((left -= (long long)(weight ? weight : 1)) > 0)
         return false;
     left = draw();
     return true;
 }
 
-void *fa__prof_alloc(size_t size, size_t align, bool zero)
+/* The bytes a block is counted for, in sampling and in the profile: a
+ * small block's class size (jemalloc's profiles count usable sizes too),
+ * a large block's size asked for.  The two must be the same: pprof scales
+ * each sample up by the bytes it shows. */
+static size_t weight(size_t size, size_t align)
+{
+    if (size > FA_MAX_SMALL - FA_TAIL || align > FA_PAGE_SIZE)
+        return size;
+    unsigned cls = align <= FA_MIN_ALIGN ? fa__size_to_class(size + FA_TAIL) : fa__class_for_aligned(size + FA_TAIL, align);
+    return cls != 0 ? fa__classes[cls].size : size;
+}
+
+/* A sampled block of size bytes, counted for w: a large block of its own,
+ * its stack kept; NULL with errno = ENOMEM. */
+static void *sample(size_t size, size_t align, bool zero, size_t w)
 {
     void *p = fa__tc_alloc_large(size, align, zero);
     if (p == NULL)
         return NULL;
-    struct sample s = {.addr = (uintptr_t)p, .size = size};
+    struct sample s = {.addr = (uintptr_t)p, .size = w};
     s.n = fa__dbg_capture_n(s.at, FRAMES);
     fa__lock(&lock);
     bool kept = put(&s);
@@ -191,14 +209,73 @@ void *fa__prof_alloc(size_t size, size_t align, bool zero)
     return p;
 }
 
+/* Classes whose next allocation that misses is the sample (fa__prof_meter
+ * cut their list before it), a bit each. */
+static __thread uint64_t pending[(FA_NUM_CLASSES + 63) / 64] __attribute__((tls_model("initial-exec")));
+
+void *fa__prof_take(size_t size)
+{
+    fa__prof_poll();
+    unsigned cls = fa__size_to_class(size + FA_TAIL);
+    uint64_t bit = UINT64_C(1) << (cls % 64);
+    if (pending[cls / 64] & bit) {
+        pending[cls / 64] &= ~bit;
+        return sample(size, 0, false, fa__classes[cls].size);
+    }
+    return due(fa__classes[cls].size) ? sample(size, 0, false, fa__classes[cls].size) : NULL;
+}
+
+void *fa__prof_take_large(size_t size, size_t align, bool zero)
+{
+    fa__prof_poll();
+    return due(size) ? sample(size, align, zero, size) : NULL;
+}
+
+void fa__prof_meter(unsigned cls)
+{
+    /* The profile alone leaves the cache in view: fa__tls_cache is the
+     * thread's own (or the empty stand-in, whose lists are empty). */
+    struct fa__tcache *tc = fa__tls_cache;
+    long long w = (long long)fa__classes[cls].size;
+    if (FA_UNLIKELY(!armed)) {
+        left = draw();
+        armed = true;
+    }
+    size_t n = 0;
+    for (void *b = tc->heads[cls]; b != NULL; b = fa__fl_next_of(b, cls), n++) {
+        if ((left -= w) > 0)
+            continue;
+        /* The distance runs out in the n-th block: it and those after it go
+         * back to their spans, and the allocation that would have had it,
+         * the next of this class to miss, is the sample. */
+        left = draw();
+        fa__tc_heads_cut(tc, cls, n);
+        pending[cls / 64] |= UINT64_C(1) << (cls % 64);
+        return;
+    }
+}
+
+void *fa__prof_alloc(size_t size, size_t align, bool zero)
+{
+    fa__prof_poll();
+    size_t w = weight(size, align);
+    return due(w) ? sample(size, align, zero, w) : NULL;
+}
+
+bool fa__prof_is_sample(const void *p)
+{
+    if (p == NULL || fa__pm_class((uintptr_t)p) != 0)
+        return false;
+    struct fa__span *s = fa__pm_span((uintptr_t)p);
+    return s != NULL && s->state == FA_SPAN_LARGE && s->sampled && s->start == (uintptr_t)p;
+}
+
 void fa__prof_free(void *p)
 {
-    if (fa__pm_class((uintptr_t)p) != 0)
-        return; /* a small block: never sampled */
-    struct fa__span *s = fa__pm_span((uintptr_t)p);
-    if (s == NULL || s->state != FA_SPAN_LARGE || !s->sampled || s->start != (uintptr_t)p)
-        return;
-    s->sampled = 0;
+    fa__prof_poll();
+    if (!fa__prof_is_sample(p))
+        return; /* a small block, or a large one not sampled */
+    fa__pm_span((uintptr_t)p)->sampled = 0;
     fa__lock(&lock);
     take((uintptr_t)p);
     fa__unlock(&lock);

@@ -20,7 +20,7 @@ static void *alloc_aligned(size_t align, size_t size)
         return NULL;
     }
     fa__ensure_init();
-    if (FA_UNLIKELY(fa__diag_on()))
+    if (FA_UNLIKELY(fa__diag_every()))
         return fa__api_alloc_diag(size, align, false);
     unsigned cls = fa__class_for_aligned(size + FA_TAIL, align);
     if (cls != 0) {

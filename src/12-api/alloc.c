@@ -47,7 +47,7 @@ void *fa_calloc(size_t n, size_t size)
     }
     if (total > FA_MAX_SMALL)
         return fa__api_alloc_large(total, 0, true);
-    if (FA_UNLIKELY(fa__diag_on())) /* a trace records it as a calloc */
+    if (FA_UNLIKELY(fa__diag_every())) /* a trace records it as a calloc */
         return fa__api_alloc_diag(total, 0, true);
     void *p = fa__do_malloc(total);
     if (FA_LIKELY(p != NULL))
@@ -59,7 +59,7 @@ size_t fa_malloc_usable_size(void *p)
 {
     if (p == NULL)
         return 0;
-    if (FA_UNLIKELY(fa__diag_on()))
+    if (FA_UNLIKELY(fa__diag_every()))
         return fa__dbg_usable(p);
     unsigned cls = fa__pm_class((uintptr_t)p);
     if (FA_LIKELY(cls != 0))
@@ -94,7 +94,9 @@ static void *copy_to_new(void *p, size_t old_usable, size_t size)
 
 void *fa_realloc(void *p, size_t size)
 {
-    if (FA_UNLIKELY(fa__diag_on()))
+    /* The heap profile alone takes only its samples' reallocs: they move,
+     * and the profile forgets them. */
+    if (FA_UNLIKELY(fa__diag_on()) && (fa__diag_every() || fa__prof_is_sample(p)))
         return fa__dbg_realloc(p, size);
     if (p == NULL)
         return fa__do_malloc(size);

@@ -17,13 +17,23 @@
 static FA_NOINLINE void *alloc_slower(size_t size)
 {
     fa__ensure_init();
-    if (FA_UNLIKELY(fa__diag_on()))
-        return fa__api_alloc_diag(size, 0, false);
+    int diag = fa__diag_on();
+    if (FA_UNLIKELY(diag)) {
+        if (diag & FA_DIAG_EVERY)
+            return fa__api_alloc_diag(size, 0, false);
+        /* The heap profile: this call may be its sample. */
+        void *p = fa__prof_take(size);
+        if (p != NULL)
+            return p;
+    }
+    unsigned cls = fa__size_to_class(size + FA_TAIL);
     void *p = fa__tc_alloc_slow(size + FA_TAIL);
     if (p != NULL) {
-        size_t bytes = fa__classes[fa__size_to_class(size + FA_TAIL)].size;
+        size_t bytes = fa__classes[cls].size;
         fa__fl_hand_out(p, bytes, FA_FL_ZEROED);
         fa__tail_set(p, size, bytes);
+        if (FA_UNLIKELY(diag))
+            fa__prof_meter(cls); /* the blocks the refill put on heads[cls] */
     }
     fa__stats_peak_sample();
     return p;
@@ -54,8 +64,14 @@ void *fa__api_alloc_slow(size_t size, unsigned cls)
 void *fa__api_alloc_large(size_t size, size_t align, bool zero)
 {
     fa__ensure_init();
-    if (FA_UNLIKELY(fa__diag_on()))
-        return fa__api_alloc_diag(size, align, zero);
+    int diag = fa__diag_on();
+    if (FA_UNLIKELY(diag)) {
+        if (diag & FA_DIAG_EVERY)
+            return fa__api_alloc_diag(size, align, zero);
+        void *p = fa__prof_take_large(size, align, zero);
+        if (p != NULL)
+            return p;
+    }
     void *p = fa__tc_alloc_large(size, align, zero);
     fa__stats_peak_sample();
     return p;
@@ -63,7 +79,7 @@ void *fa__api_alloc_large(size_t size, size_t align, bool zero)
 
 void fa__api_free_unmapped(void *p)
 {
-    if (FA_UNLIKELY(fa__diag_on()))
+    if (FA_UNLIKELY(fa__diag_every()))
         fa__dbg_free(p);
     else
         fa__tc_free_slow(p); /* NULL, or no block: the large-block check stops a bad one */
@@ -75,7 +91,7 @@ void fa__api_free_misaligned(void *p)
         fa__api_free_zeroed(p);
         return;
     }
-    if (FA_UNLIKELY(fa__diag_on()))
+    if (FA_UNLIKELY(fa__diag_every()))
         fa__dbg_free(p);
     else
         fa__fatal("fastalloc: free(): invalid pointer %p (not 16-byte aligned, so no block's start)", p);
@@ -89,10 +105,14 @@ void fa__api_free_marked(void *p)
 
 void fa__api_free_slow(void *p)
 {
-    if (FA_UNLIKELY(fa__diag_on())) {
-        fa__tc_leave();
-        fa__dbg_free(p);
-        return;
+    int diag = fa__diag_on();
+    if (FA_UNLIKELY(diag)) {
+        if (diag & FA_DIAG_EVERY) {
+            fa__tc_leave();
+            fa__dbg_free(p);
+            return;
+        }
+        fa__prof_free(p); /* the profile forgets a sample */
     }
     unsigned cls = fa__pm_class((uintptr_t)p);
     if (cls != 0)
