@@ -104,6 +104,11 @@ static struct fa__span *shared_take(unsigned i)
     if (i < shared.fresh)
         shared.fresh--;
     shared.bytes -= span_bytes(s);
+    /* A large block again, whether it is handed out or goes back to the
+     * page heap: the heap counts a span it takes back by its state, and
+     * counted a kept one (FA_SPAN_CACHED) as small bytes, which then
+     * wrapped below zero (a stress run showed 2^44 MiB in small spans). */
+    __atomic_store_n(&s->state, FA_SPAN_LARGE, __ATOMIC_RELAXED);
     return s;
 }
 
@@ -145,8 +150,6 @@ static struct fa__span *shared_fit(size_t npages)
         }
     }
     fa__unlock(&shared.lock);
-    if (s != NULL)
-        __atomic_store_n(&s->state, FA_SPAN_LARGE, __ATOMIC_RELAXED);
     return s;
 }
 
