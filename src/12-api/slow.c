@@ -11,6 +11,24 @@
 #include "10-stats/stats.h"
 #include "11-init/init.h"
 
+/* The thread cache's slow path, past the refill: diag is the modes on,
+ * none or the heap profile alone, which counts the blocks the refill put
+ * on heads[] (profile.c). */
+static void *refill_slow(size_t size, int diag)
+{
+    unsigned cls = fa__size_to_class(size + FA_TAIL);
+    void *p = fa__tc_alloc_slow(size + FA_TAIL);
+    if (p != NULL) {
+        size_t bytes = fa__classes[cls].size;
+        fa__fl_hand_out(p, bytes, FA_FL_ZEROED);
+        fa__tail_set(p, size, bytes);
+        if (FA_UNLIKELY(diag))
+            fa__prof_meter(cls);
+    }
+    fa__stats_peak_sample();
+    return p;
+}
+
 /* Past the refill: start-up, the diagnostic modes, the thread cache's slow
  * path.  A function of its own, so that the refill before it needs no
  * stack frame (it saved a register for the call to start-up). */
@@ -26,16 +44,25 @@ static FA_NOINLINE void *alloc_slower(size_t size)
         if (p != NULL)
             return p;
     }
-    unsigned cls = fa__size_to_class(size + FA_TAIL);
-    void *p = fa__tc_alloc_slow(size + FA_TAIL);
-    if (p != NULL) {
-        size_t bytes = fa__classes[cls].size;
-        fa__fl_hand_out(p, bytes, FA_FL_ZEROED);
-        fa__tail_set(p, size, bytes);
-        if (FA_UNLIKELY(diag))
-            fa__prof_meter(cls); /* the blocks the refill put on heads[cls] */
-    }
-    fa__stats_peak_sample();
+    return refill_slow(size, diag);
+}
+
+/* malloc's slow path while a mode is on.  The heap profile alone takes the
+ * refill as a normal run does (the sample first, if this call is it), and
+ * counts what it put on heads[]; the other modes see every call. */
+static FA_NOINLINE void *alloc_moded(size_t size, unsigned cls)
+{
+    if (cls == 0 || fa__diag_every()) /* class 0: before start-up */
+        return alloc_slower(size);
+    void *p = fa__prof_take(size);
+    if (p != NULL)
+        return p;
+    p = fa__tc_refill(cls);
+    if (p == NULL)
+        return refill_slow(size, FA_DIAG_PROFILE);
+    fa__fl_hand_out(p, fa__classes[cls].size, FA_FL_ZEROED);
+    fa__tail_set(p, size, fa__classes[cls].size);
+    fa__prof_meter(cls);
     return p;
 }
 
@@ -48,9 +75,9 @@ void *fa__api_alloc_diag(size_t size, size_t align, bool zero)
 
 void *fa__api_alloc_slow(size_t size, unsigned cls)
 {
-    /* A diagnostic mode sees every call, the refill's too. */
+    /* A diagnostic mode sees the refill, and its own modes every call. */
     if (FA_UNLIKELY(fa__diag_on()))
-        return alloc_slower(size);
+        return alloc_moded(size, cls);
     /* Class 0 (before start-up) has no current span. */
     void *p = fa__tc_refill(cls);
     if (FA_LIKELY(p != NULL)) {
