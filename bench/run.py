@@ -51,8 +51,9 @@ def make_parser() -> argparse.ArgumentParser:
                     help="run only these workloads: names, shell patterns (micro-window*), table "
                     "names, or 'all' (also the configurations a default run leaves out)")
     ap.add_argument("--allocators", action="append", metavar="NAME[,..]",
-                    help="run only these allocators, in this order (fastalloc, glibc, jemalloc, "
-                    "tcmalloc, mimalloc, or a --lib name)")
+                    help="run only these allocators, in this order (fastalloc, fastalloc-secure, glibc, "
+                    "jemalloc, tcmalloc, mimalloc, a --lib name, or fastalloc-profile, which runs "
+                    "only when named)")
     ap.add_argument("--lib", action="append", default=[], metavar="NAME=PATH",
                     help="also measure the allocator at PATH under NAME (e.g. an older fastalloc build)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

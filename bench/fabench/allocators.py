@@ -69,7 +69,8 @@ def find_library(soname: str, want_machine) -> str | None:
 
 SECURE = "fastalloc-secure"
 # The default library with the sampled heap profile on (README.md, "Heap
-# profiles"), written to /dev/null at exit: what the profile costs.
+# profiles"), written to /dev/null at exit: what the profile costs.  Run
+# only when --allocators names it.
 PROFILE = "fastalloc-profile"
 PROFILE_ENV = ("FASTALLOC_PROFILE=/dev/null",)
 # fastalloc's own variants: never anyone's "best other allocator", and no
@@ -130,8 +131,8 @@ def choose_allocators(build: Path, extra: list[tuple[str, str]], wanted: list[st
     names = [a.name for a in allocs]
     if len(set(names)) != len(names):
         raise SetupError("two allocators share a name; pick another --lib NAME")
-    if not wanted:
-        return allocs, skipped
+    if not wanted:  # the profile's column only when asked for: it adds an eighth to the run
+        return [a for a in allocs if a.name != PROFILE], skipped
     known = set(names) | {n for n, _ in skipped}
     for n in wanted:
         if n not in known:
