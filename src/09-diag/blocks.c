@@ -8,6 +8,7 @@
  * nothing else in 09-diag (debug_int.h gives the order). */
 #include "09-diag/debug_int.h"
 #include "00-base/mem.h"
+#include "02-records/freelist.h"
 #include "02-records/pagemap.h"
 #include "02-records/sizeclass.h"
 #include "02-records/tail.h"
@@ -23,8 +24,14 @@
 static void *small(size_t size, unsigned cls)
 {
     void *p = fa__tc_alloc_slow(fa__classes[cls].size - FA_TAIL);
-    if (p != NULL)
+    if (p != NULL) {
+        /* Handed out as the api layer hands a block out: unpoisoned (the
+         * heap profile alone leaves the fast paths on, whose frees poison
+         * the block in an AddressSanitizer build) and its link cleared.
+         * Not checked as zeroed: a mode's own frees do not zero. */
+        fa__fl_hand_out(p, fa__classes[cls].size, false);
         fa__tail_set(p, fa__tail_n(size, fa__classes[cls].size), fa__classes[cls].size);
+    }
     return p;
 }
 
