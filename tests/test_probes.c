@@ -13,6 +13,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#ifndef FA_TEST_PROBES
+#define FA_TEST_PROBES 0
+#endif
+
 /* A size no start-up allocation asks for: the breakpoint's condition. */
 #define ODD_SIZE ((3u << 20) + 12345u)
 
@@ -33,24 +37,39 @@ static const char *library(void)
     return info.dli_fname;
 }
 
-static int case_notes(void)
+/* 0 when the case can run: the build has probes and tool is installed
+ * (package: Debian's, for the message); else 77, said on stdout. */
+static int skip_unless(const char *tool, const char *package)
 {
-#if !FA_TEST_PROBES
-    printf("SKIP: this build has no probes (sys/sdt.h was not found: Debian's systemtap-sdt-dev)\n");
-    return 77;
-#endif
-    if (!have("readelf")) {
-        printf("SKIP: readelf is not installed (Debian: binutils)\n");
+    if (!FA_TEST_PROBES) {
+        printf("SKIP: this build has no probes (-DFA_PROBES=OFF, or no sys/sdt.h: Debian's systemtap-sdt-dev)\n");
         return 77;
     }
-    char cmd[PATH_MAX + 64];
-    snprintf(cmd, sizeof cmd, "readelf -n '%s'", library());
+    if (!have(tool)) {
+        printf("SKIP: %s is not installed (Debian: %s)\n", tool, package);
+        return 77;
+    }
+    return 0;
+}
+
+/* cmd's output, up to 64 KiB, in text; its exit status as pclose gives it. */
+static char text[1 << 16];
+static int run_tool(const char *cmd)
+{
     FILE *p = popen(cmd, "r");
     CHECK(p != NULL);
-    static char text[1 << 16];
     size_t n = fread(text, 1, sizeof text - 1, p);
     text[n] = '\0';
-    CHECK(pclose(p) == 0);
+    return pclose(p);
+}
+
+static int case_notes(void)
+{
+    if (skip_unless("readelf", "binutils") != 0)
+        return 77;
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof cmd, "readelf -n '%s'", library());
+    CHECK(run_tool(cmd) == 0);
     for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
         char want[64];
         snprintf(want, sizeof want, "Name: %s\n", probes[i]);
@@ -73,14 +92,8 @@ __attribute__((noinline)) static int child(void)
 
 static int case_gdb(void)
 {
-#if !FA_TEST_PROBES
-    printf("SKIP: this build has no probes (sys/sdt.h was not found: Debian's systemtap-sdt-dev)\n");
-    return 77;
-#endif
-    if (!have("gdb")) {
-        printf("SKIP: gdb is not installed (Debian: gdb)\n");
+    if (skip_unless("gdb", "gdb") != 0)
         return 77;
-    }
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     CHECK(n > 0);
@@ -92,12 +105,7 @@ static int case_gdb(void)
              "-ex 'break -probe-stap fastalloc:large_alloc if $_probe_arg1 == %u' -ex run "
              "-ex 'printf \"probe stopped: size %%lu\\n\", $_probe_arg1' -ex kill --args '%s' child 2>&1",
              ODD_SIZE, self);
-    FILE *p = popen(cmd, "r");
-    CHECK(p != NULL);
-    static char text[1 << 16];
-    size_t k = fread(text, 1, sizeof text - 1, p);
-    text[k] = '\0';
-    pclose(p);
+    run_tool(cmd); /* gdb's status says nothing: the program was killed */
     fputs(text, stdout);
     char want[64];
     snprintf(want, sizeof want, "probe stopped: size %u\n", ODD_SIZE);

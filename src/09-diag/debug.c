@@ -36,10 +36,6 @@ void fa__dbg_init(void)
         __atomic_fetch_or(&fa__diag_mode, FA_DIAG_PROFILE, __ATOMIC_RELEASE);
 }
 
-int fa__dbg_profile_dump(const char *path)
-{
-    return fa__prof_dump(path);
-}
 
 static bool checked(void)
 {

@@ -49,8 +49,8 @@ int fa__dbg_tid(void) FA_HIDDEN;
 /* fa_profile_dump: the sampled heap profile (FASTALLOC_PROFILE) to path,
  * or, when path is NULL, to the profile's path with ".N" added (N = 1, 2,
  * ... as dumps are made); 0, an errno value from writing the file, or
- * EINVAL when the profile is off. */
-int fa__dbg_profile_dump(const char *path) FA_HIDDEN;
+ * EINVAL when the profile is off (profile.c). */
+int fa__prof_dump(const char *path) FA_HIDDEN;
 
 /* The heap profile's part of the slow paths while it is the only mode on
  * (00-base/diag.h): the thread caches stay in view, and the profile counts

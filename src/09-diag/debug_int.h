@@ -122,7 +122,6 @@ bool fa__prof_init(int modes) FA_HIDDEN;
 void *fa__prof_alloc(size_t size, size_t align, bool zero) FA_HIDDEN;
 /* Write the dump the signal asked for, if it did. */
 void fa__prof_poll(void) FA_HIDDEN;
-int fa__prof_dump(const char *path) FA_HIDDEN;
 void fa__prof_lock_for_fork(void) FA_HIDDEN;
 void fa__prof_unlock_for_fork(void) FA_HIDDEN;
 

@@ -83,7 +83,7 @@ int fa_set_hooks(const fa_hooks *hooks)
 int fa_profile_dump(const char *path)
 {
     fa__ensure_init();
-    return fa__dbg_profile_dump(path);
+    return fa__prof_dump(path);
 }
 
 int fa_owns(const void *p)
