@@ -17,11 +17,20 @@ rank, and names the files of its layer.  This script
   - fails on a loop of calls or data references among the .c files, within
     a layer too (a.c uses b.c and b.c uses a.c): the files of a layer are
     in an order as well, which its header states, and a reader can take
-    them one at a time from the bottom.
+    them one at a time from the bottom;
+  - fails on a call of a standard copy function (memcpy, memset, strcpy and
+    their kin) written anywhere but 12-api/bounds.c, which exports the
+    hardened library's bounded ones, and 00-base/mem.h, the seam the rest
+    of the library copies through: in the hardened library those names are
+    the bounded copies, and the library's own writes must not be bounded;
+  - in a build whose library defines those names itself (the hardened
+    one), fails on an object other than bounds.c's that calls them: the
+    compiler too turns loops and struct copies into memcpy and memset.
 
-usage: check_layers.py REPO_ROOT OBJECT_DIR
-OBJECT_DIR is the static library's CMake object folder; its objects are
-named after their sources (src/08-tcache/own.c -> .../src/08-tcache/own.c.o).
+usage: check_layers.py REPO_ROOT OBJECT_DIR [OBJECT_DIR...]
+Each OBJECT_DIR is one library's CMake object folder (the static archive,
+the shared library, the hardened library); its objects are named after
+their sources (src/08-tcache/own.c -> .../src/08-tcache/own.c.o).
 """
 import os
 import re
@@ -119,10 +128,66 @@ def loops(syms, definer, src_of):
     return out
 
 
+COPIES = ("memcpy", "memmove", "mempcpy", "memset", "strcpy", "stpcpy",
+          "strcat", "strncpy", "strncat")
+COPY_CALL = re.compile(r"(?<![\w.>])(%s)\s*\(" % "|".join(COPIES))
+COPY_FILES = ("src/12-api/bounds.c", "src/00-base/mem.h")
+
+
+def strip_comments(text):
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    return re.sub(r'"(?:\\.|[^"\\\n])*"', '""', text)
+
+
+def check_objects(objdir, root, ranks, errors):
+    """The upward calls, loops and copy calls of one library's objects;
+    returns the number of objects read."""
+    objects = []
+    for d, _, names in os.walk(objdir):
+        objects += [os.path.join(d, n) for n in names if n.endswith(".c.o")]
+    if not objects:
+        errors.append("no object files under %s" % objdir)
+        return 0
+    src_of = {}
+    for o in list(objects):
+        rel = os.path.relpath(o, objdir)
+        i = rel.find("src" + os.sep)
+        src_of[o] = rel[i:-2] if i >= 0 else rel
+        # An object left in an old build folder by a source since removed.
+        if not os.path.exists(os.path.join(root, src_of[o])):
+            objects.remove(o)
+    syms = nm_symbols(objects)
+    definer = {}
+    for o, (defined, _) in syms.items():
+        for s in defined:
+            definer[s] = o
+    where = os.path.basename(os.path.normpath(objdir))
+    for o, (_, undefined) in syms.items():
+        me = src_of[o]
+        if me not in ranks:
+            errors.append("object %s has no row in the table" % me)
+            continue
+        for s in sorted(undefined):
+            d = definer.get(s)
+            if d is None:
+                continue
+            them = src_of[d]
+            if s in COPIES and me not in COPY_FILES:
+                errors.append("%s (%s) calls %s, which this library defines (%s): copy through "
+                              "00-base/mem.h" % (me, where, s, them))
+            if them in ranks and ranks[them][0] > ranks[me][0]:
+                errors.append("%s (%s, rank %d) uses %s from %s (%s, rank %d): an upward call [%s]"
+                              % (me, ranks[me][1], ranks[me][0], s, them, ranks[them][1], ranks[them][0], where))
+    for loop in loops(syms, definer, src_of):
+        errors.append("files that use each other in a loop (calls or data): %s [%s]" % (", ".join(loop), where))
+    return len(objects)
+
+
 def main():
-    if len(sys.argv) != 3:
-        return fail("usage: check_layers.py REPO_ROOT OBJECT_DIR")
-    root, objdir = sys.argv[1], sys.argv[2]
+    if len(sys.argv) < 3:
+        return fail("usage: check_layers.py REPO_ROOT OBJECT_DIR [OBJECT_DIR...]")
+    root, objdirs = sys.argv[1], sys.argv[2:]
     ranks = read_table(os.path.join(root, "docs", "DESIGN.md"))
     if not ranks:
         return fail("no layer table under '## Layers' in docs/DESIGN.md")
@@ -177,46 +242,27 @@ def main():
                                   % (f, n, m.group(1) or m.group(2)))
                 depth += line.count("{") - line.count("}")
 
-    # Calls and data references, from the objects.
-    objects = []
-    for d, _, names in os.walk(objdir):
-        objects += [os.path.join(d, n) for n in names if n.endswith(".c.o")]
-    if not objects:
-        return fail("no object files under %s" % objdir)
-    src_of = {}
-    for o in list(objects):
-        rel = os.path.relpath(o, objdir)
-        i = rel.find("src" + os.sep)
-        src_of[o] = rel[i:-2] if i >= 0 else rel
-        # An object left in an old build folder by a source since removed.
-        if not os.path.exists(os.path.join(root, src_of[o])):
-            objects.remove(o)
-    syms = nm_symbols(objects)
-    definer = {}
-    for o, (defined, _) in syms.items():
-        for s in defined:
-            definer[s] = o
-    for o, (_, undefined) in syms.items():
-        me = src_of[o]
-        if me not in ranks:
-            errors.append("object %s has no row in the table" % me)
+    # The standard copies, named in the source.
+    for f in files:
+        if f in COPY_FILES:
             continue
-        for s in sorted(undefined):
-            d = definer.get(s)
-            if d is None:
-                continue
-            them = src_of[d]
-            if them in ranks and ranks[them][0] > ranks[me][0]:
-                errors.append("%s (%s, rank %d) uses %s from %s (%s, rank %d): an upward call"
-                              % (me, ranks[me][1], ranks[me][0], s, them, ranks[them][1], ranks[them][0]))
-    for loop in loops(syms, definer, src_of):
-        errors.append("files that use each other in a loop (calls or data): %s" % ", ".join(loop))
+        with open(os.path.join(root, f), encoding="utf-8") as fh:
+            text = strip_comments(fh.read())
+        for n, line in enumerate(text.splitlines(), 1):
+            m = COPY_CALL.search(line)
+            if m:
+                errors.append("%s:%d calls %s: copy through 00-base/mem.h (fa__memcpy, fa__memset)"
+                              % (f, n, m.group(1)))
+
+    # Calls and data references, from the objects of each library.
+    nobjects = [check_objects(d, root, ranks, errors) for d in objdirs]
     for e in errors:
         print("check_layers: " + e)
     if errors:
         return 1
-    print("check_layers: %d files in %d layers, %d objects: every call and include goes down"
-          % (len(files), len({r for r, _ in ranks.values()}), len(objects)))
+    print("check_layers: %d files in %d layers, %s objects in %d libraries: every call and include "
+          "goes down, and only bounds.c calls the standard copies"
+          % (len(files), len({r for r, _ in ranks.values()}), "+".join(map(str, nobjects)), len(objdirs)))
     return 0
 
 

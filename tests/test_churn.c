@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "00-base/clock.h"
+#include "01-os/clock.h"
 #include "00-base/config.h"
 #include "02-records/meta.h"
 #include "04-pageheap/pageheap.h"

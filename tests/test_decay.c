@@ -45,7 +45,7 @@
 
 #include "check.h"
 #include "fastalloc.h"
-#include "00-base/clock.h"
+#include "01-os/clock.h"
 #include "01-os/os.h"
 #include "util.h"
 

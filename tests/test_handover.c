@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "00-base/clock.h"
+#include "01-os/clock.h"
 
 struct blk {
     unsigned char *p;

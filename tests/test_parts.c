@@ -24,7 +24,7 @@
 
 #include "check.h"
 #include "fastalloc.h"
-#include "00-base/clock.h"
+#include "01-os/clock.h"
 #include "util.h"
 
 #define KIB(x) ((x) >> 10)

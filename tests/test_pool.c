@@ -10,7 +10,7 @@
 #include "check.h"
 #include "child.h"
 #include "fastalloc.h"
-#include "00-base/clock.h"
+#include "01-os/clock.h"
 #include "util.h"
 
 static long ctor_calls, dtor_calls;

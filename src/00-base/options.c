@@ -2,6 +2,7 @@
  * environment is read at start-up, before the allocator can serve. */
 #include "00-base/options.h"
 #include "00-base/diag.h"
+#include "00-base/mem.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -278,7 +279,10 @@ void fa__options_from_env(void)
         store(d, v);
         /* A text option's text, after its prefix. */
         if (d->type == FA_OPT_TEXT && v != 0 && (d->words[0] == NULL || strcmp(s, d->words[0]) != 0))
-            strcpy(((struct fa__opt_text *)((char *)&fa__opt + d->off))->text, s + strlen(d->words[1]));
+        {
+            const char *t = s + strlen(d->words[1]);
+            fa__memcpy(((struct fa__opt_text *)((char *)&fa__opt + d->off))->text, t, strlen(t) + 1);
+        }
     }
     warn_unknown();
 }

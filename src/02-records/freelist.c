@@ -7,13 +7,11 @@
 #include "02-records/tail.h"
 #include "02-records/span.h"
 #include "00-base/options.h"
+#include "01-os/sys.h"
 
 #include <sched.h>
 #include <string.h>
 
-#include <sys/auxv.h>
-#include <sys/random.h>
-#include <time.h>
 
 #if FA_SECURE
 /* The fast paths' tests hold from the first call, before start-up. */
@@ -140,16 +138,8 @@ void fa__fl_init(void)
 #if FA_SECURE
     if (fa__fl_key.link != 0)
         return;
-    uintptr_t k[2] = {0, 0};
-    if (getrandom(k, sizeof k, GRND_NONBLOCK) != (ssize_t)sizeof k) {
-        /* No entropy pool yet (early boot): the kernel's 16 random bytes
-         * given to every process, mixed with the clock. */
-        const uintptr_t *r = (const uintptr_t *)getauxval(AT_RANDOM);
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        k[0] = (r != NULL ? r[0] : 0) ^ (uintptr_t)ts.tv_nsec * 0x9e3779b97f4a7c15u;
-        k[1] = (r != NULL ? r[1] : 0) ^ (uintptr_t)&ts;
-    }
+    uintptr_t k[2];
+    fa__os_random(k, sizeof k);
     /* Keys with their low four bits clear: a link's low bits stay the
      * block's alignment, which the decoding checks; a zero key is
      * replaced (a zero word would then decode to NULL). */

@@ -24,7 +24,7 @@
  * memory in use even with no fall: a heap churning large blocks or threads
  * then faulted the same pages back in on every cycle (docs/HISTORY.md). */
 #include "03-purge/purge.h"
-#include "00-base/clock.h"
+#include "01-os/clock.h"
 #include "00-base/options.h"
 
 /* Dirty free memory kept without purging, however little is in use: a

@@ -5,7 +5,7 @@
 #include "04-pageheap/heap_int.h"
 #include "00-base/probe.h"
 #include "00-base/asan.h"
-#include "00-base/clock.h"
+#include "01-os/clock.h"
 #include "02-records/pagemap.h"
 #include "03-purge/purge.h"
 

@@ -6,7 +6,7 @@
 #include "04-pageheap/heap_int.h"
 #include "00-base/probe.h"
 #include "00-base/asan.h"
-#include "00-base/clock.h"
+#include "01-os/clock.h"
 #include "00-base/options.h"
 #include "01-os/os.h"
 #include "03-purge/purge.h"

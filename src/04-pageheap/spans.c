@@ -12,6 +12,7 @@
  * the first and last page of every free span map to it in the page map, which
  * is what lets a span find its neighbours in O(1). */
 #include "04-pageheap/heap_int.h"
+#include "00-base/mem.h"
 #include "02-records/meta.h"
 #include "02-records/pagemap.h"
 
@@ -44,7 +45,7 @@ struct fa__span *fa__ph_span_new(void)
     if (!fa__list_empty(&fa__ph.spare)) {
         struct fa__span *s = fa__span_of(fa__ph.spare.next);
         fa__list_del(&s->link);
-        __builtin_memset(s, 0, sizeof *s);
+        fa__memset(s, 0, sizeof *s);
         return s;
     }
     /* Two cache lines a record, the second left empty: the hardware fetches

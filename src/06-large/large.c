@@ -98,8 +98,9 @@ static struct {
 static struct fa__span *shared_take(unsigned i)
 {
     struct fa__span *s = shared.slot[i];
-    for (unsigned k = i + 1; k < shared.n; k++)
-        shared.slot[k - 1] = shared.slot[k];
+    /* fa__memmove, not a loop the compiler would turn into a call of
+     * memmove, which the hardened library's bounds.c exports. */
+    fa__memmove(&shared.slot[i], &shared.slot[i + 1], (shared.n - i - 1) * sizeof shared.slot[0]);
     shared.n--;
     if (i < shared.fresh)
         shared.fresh--;
@@ -192,8 +193,7 @@ void fa__large_free_moved(struct fa__span *s)
 static struct fa__span *take(struct fa__large_cache *lc, unsigned i)
 {
     struct fa__span *s = lc->slot[i];
-    for (unsigned k = i + 1; k < lc->n; k++)
-        lc->slot[k - 1] = lc->slot[k];
+    fa__memmove(&lc->slot[i], &lc->slot[i + 1], (lc->n - i - 1) * sizeof lc->slot[0]);
     lc->n--;
     __atomic_store_n(&lc->bytes, lc->bytes - span_bytes(s), __ATOMIC_RELAXED);
     __atomic_store_n(&s->state, FA_SPAN_LARGE, __ATOMIC_RELAXED);

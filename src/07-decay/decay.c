@@ -1,13 +1,12 @@
 #include "07-decay/decay.h"
-#include "00-base/clock.h"
+#include "01-os/clock.h"
+#include "01-os/sys.h"
 #include "00-base/options.h"
 #include "05-central/central.h"
 #include "04-pageheap/pageheap.h"
 #include "06-large/large.h"
 #include "03-purge/purge.h"
 
-#include <pthread.h>
-#include <time.h>
 
 unsigned fa__scavenge_epoch;
 static uint64_t next_tick_ms;
@@ -32,8 +31,7 @@ static void *background_main(void *arg)
     (void)arg;
     for (;;) {
         uint64_t iv = fa__purge_tick_interval_ms();
-        struct timespec ts = {.tv_sec = (time_t)(iv / 1000), .tv_nsec = (long)(iv % 1000) * 1000000};
-        nanosleep(&ts, NULL);
+        fa__os_sleep_ms(iv);
         tick();
     }
     return NULL;
@@ -43,14 +41,8 @@ static void start_background(void)
 {
     if (__atomic_exchange_n(&background_state, 1, __ATOMIC_ACQ_REL) != 0)
         return;
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 64 << 10);
-    if (pthread_create(&t, &attr, background_main, NULL) != 0)
+    if (!fa__os_thread_start(background_main, 64 << 10))
         __atomic_store_n(&background_state, 0, __ATOMIC_RELEASE);
-    pthread_attr_destroy(&attr);
 }
 
 void fa__decay_after_fork_child(void)

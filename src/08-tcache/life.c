@@ -8,11 +8,11 @@
 #include "00-base/mem.h"
 #include "00-base/diag.h"
 #include "00-base/lock.h"
+#include "01-os/exit.h"
 #include "02-records/meta.h"
 #include "04-pageheap/pageheap.h"
 #include "07-decay/decay.h"
 
-#include <pthread.h>
 #include <string.h>
 
 /* Shared stand-ins: never hold a block.  `empty` is what a new thread sees;
@@ -38,7 +38,6 @@ static struct fa__tcache *spare_caches;
  * next scavenge epoch, an exit that nothing replaces and fa_trim() give the
  * spans of the ones left up (flush_dormant). */
 static struct fa__tcache *dormant_caches;
-static pthread_key_t exit_key;
 /* Threads' exits since a cache was last created.  A thread that exits
  * while new ones keep coming is being replaced; a run of exits with no new
  * thread is a program winding its threads down. */
@@ -48,11 +47,6 @@ static unsigned exits_since_birth;
  * the exits of other chains' threads (thread-churn: two chains). */
 #define EXITS_REPLACED 2
 static void thread_exit(void *arg);
-
-void fa__tc_init(void)
-{
-    pthread_key_create(&exit_key, thread_exit);
-}
 
 static struct fa__tcache *cache_new(void)
 {
@@ -72,7 +66,7 @@ static struct fa__tcache *cache_new(void)
             return NULL;
     }
     if (!warm) {
-        __builtin_memset(tc, 0, sizeof *tc);
+        fa__memset(tc, 0, sizeof *tc);
         for (unsigned c = 0; c < FA_NUM_CLASSES; c++)
             fa__list_init(&tc->spans[c]);
         fa__list_init(&tc->spare);
@@ -138,13 +132,13 @@ struct fa__tcache *fa__tc_mine(void)
     tc = cache_new();
     if (tc == NULL)
         return NULL;
-    /* Published before pthread_setspecific: if it allocates, the nested
+    /* Published before it is armed for exit: if that allocates, the nested
      * call finds the cache ready instead of recursing. */
     if (diag)
         fa__tc_hidden = tc;
     else
         fa__tls_cache = tc;
-    pthread_setspecific(exit_key, tc);
+    fa__os_exit_arm(FA_EXIT_TCACHE, thread_exit, tc);
     return tc;
 }
 

@@ -152,8 +152,6 @@ _Noreturn FA_COLD void fa__tc_free_bad(const void *p, const struct fa__span *s) 
 void fa__tc_free_marked(void *p) FA_HIDDEN;
 void fa__tc_span_empty(struct fa__span *s) FA_HIDDEN;
 
-void fa__tc_init(void) FA_HIDDEN;
-
 /* Bytes held in all live thread caches (approximate while threads run):
  * their all-free spans and the large blocks they keep; and what they may
  * hold together (their claims on the global bound, and the large blocks). */

@@ -10,7 +10,6 @@
 
 #include <dlfcn.h>
 #include <link.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <unwind.h>
 
@@ -44,15 +43,6 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
 /* Set while this thread records a trace: an allocation the unwinder makes
  * then gets a block with no trace instead of recursing. */
 static __thread int in_trace __attribute__((tls_model("initial-exec")));
-static __thread int my_tid __attribute__((tls_model("initial-exec")));
-
-int fa__dbg_tid(void)
-{
-    if (my_tid == 0)
-        my_tid = (int)syscall(SYS_gettid);
-    return my_tid;
-}
-
 struct trace {
     void **out;
     unsigned n, max;

@@ -15,6 +15,7 @@
 #include "09-diag/debug_int.h"
 #include "00-base/mem.h"
 #include "00-base/diag.h"
+#include "01-os/sys.h"
 #include "00-base/lock.h"
 #include "00-base/options.h"
 #include "08-tcache/tcache.h"
@@ -103,14 +104,14 @@ struct fa__dbg_hdr *fa__dbg_check_ptr(void *p, const char *op)
     uintptr_t a = (uintptr_t)p, base;
     size_t usable;
     if (a % FA_MIN_ALIGN != 0) {
-        fa__diag("fastalloc: debug: misaligned pointer %p passed to %s, thread %d", p, op, fa__dbg_tid());
+        fa__diag("fastalloc: debug: misaligned pointer %p passed to %s, thread %d", p, op, fa__os_thread_id());
         report_end(NULL, true);
         return NULL;
     }
     if (!fa__dbg_block_of(a, &base, &usable)) {
         fa__diag("fastalloc: debug: invalid pointer %p passed to %s: not a block fastalloc returned, "
                  "thread %d",
-                 p, op, fa__dbg_tid());
+                 p, op, fa__os_thread_id());
         report_end(NULL, true);
         return NULL;
     }
@@ -123,22 +124,22 @@ struct fa__dbg_hdr *fa__dbg_check_ptr(void *p, const char *op)
         if ((b->magic ^ base) == MAGIC_LIVE && b->off == 0 && a > base + HDR) {
             fa__diag("fastalloc: debug: interior pointer %p passed to %s: %zu bytes into the block "
                      "at %p (%zu bytes), thread %d",
-                     p, op, (size_t)(a - (uintptr_t)user_of(b)), (void *)user_of(b), b->size, fa__dbg_tid());
+                     p, op, (size_t)(a - (uintptr_t)user_of(b)), (void *)user_of(b), b->size, fa__os_thread_id());
             report_end(b, true);
         } else {
             fa__diag("fastalloc: debug: interior pointer %p passed to %s: inside a block of %zu "
                      "bytes at %p, thread %d",
-                     p, op, usable, (void *)base, fa__dbg_tid());
+                     p, op, usable, (void *)base, fa__os_thread_id());
             report_end(NULL, true);
         }
         return NULL;
     }
     if (m == MAGIC_FREED) {
         if (strcmp(op, "free") == 0)
-            fa__diag("fastalloc: debug: double free of %p (%zu bytes), thread %d", p, h->size, fa__dbg_tid());
+            fa__diag("fastalloc: debug: double free of %p (%zu bytes), thread %d", p, h->size, fa__os_thread_id());
         else
             fa__diag("fastalloc: debug: %s of freed block %p (%zu bytes), thread %d", op, p, h->size,
-                     fa__dbg_tid());
+                     fa__os_thread_id());
         report_end(h, true);
         return NULL;
     }
@@ -181,7 +182,7 @@ bool fa__dbg_canary_ok(struct fa__dbg_hdr *h, const char *op)
         return true;
     fa__diag("fastalloc: debug: canary overwritten after %p (%zu bytes), found by %s: byte %zu past "
              "the end is 0x%02x, thread %d",
-             (void *)user_of(h), h->size, op, i, c[i], fa__dbg_tid());
+             (void *)user_of(h), h->size, op, i, c[i], fa__os_thread_id());
     report_end(h, true);
     return false;
 }
@@ -207,7 +208,7 @@ void *fa__dbg_checked_alloc(size_t size, size_t align, bool zero)
     fa__memset(h, 0, HDR);
     h->size = size;
     h->off = (uint32_t)((uintptr_t)h - base);
-    h->tid = fa__dbg_tid();
+    h->tid = fa__os_thread_id();
     h->nalloc = fa__dbg_capture(h->alloc_at);
     fa__memset((void *)user, zero ? 0 : FILL_NEW, size);
     fa__memset((void *)(user + size), FILL_CANARY, canary_len(h));
@@ -230,7 +231,7 @@ static void release(struct fa__dbg_hdr *h)
     if (i < h->size) {
         fa__diag("fastalloc: debug: write after free to %p (%zu bytes): byte %zu is 0x%02x, found "
                  "by thread %d",
-                 (void *)u, h->size, i, u[i], fa__dbg_tid());
+                 (void *)u, h->size, i, u[i], fa__os_thread_id());
         report_end(h, false);
     }
     fa__tc_free_slow((char *)h - h->off);
@@ -252,12 +253,12 @@ void fa__dbg_checked_free(void *p)
     uintptr_t live = MAGIC_LIVE ^ (uintptr_t)h;
     if (!__atomic_compare_exchange_n(&h->magic, &live, MAGIC_FREED ^ (uintptr_t)h, false, __ATOMIC_ACQ_REL,
                                      __ATOMIC_RELAXED)) {
-        fa__diag("fastalloc: debug: double free of %p (%zu bytes), thread %d", p, h->size, fa__dbg_tid());
+        fa__diag("fastalloc: debug: double free of %p (%zu bytes), thread %d", p, h->size, fa__os_thread_id());
         report_end(h, true);
         return;
     }
     fa__dbg_canary_ok(h, "free");
-    h->tid = fa__dbg_tid();
+    h->tid = fa__os_thread_id();
     h->nfree = fa__dbg_capture(h->free_at);
     if (fill_freed())
         fa__memset(p, FILL_FREED, h->size);

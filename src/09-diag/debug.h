@@ -42,9 +42,9 @@ int fa__dbg_set_hooks(const struct fa_hooks *hooks) FA_HIDDEN;
 
 /* For the object pool's debug mode (13-pool/debug.c), which reports in the
  * same form: after the report's first line, the calling stack, then abort
- * unless FASTALLOC_DEBUG_CONTINUE is set; and the thread id the lines give. */
+ * unless FASTALLOC_DEBUG_CONTINUE is set.  The thread id the lines give is
+ * fa__os_thread_id() (01-os/sys.h). */
 void fa__dbg_report_end(void) FA_HIDDEN;
-int fa__dbg_tid(void) FA_HIDDEN;
 
 /* fa_profile_dump: the sampled heap profile (FASTALLOC_PROFILE) to path,
  * or, when path is NULL, to the profile's path with ".N" added (N = 1, 2,

@@ -34,7 +34,7 @@
 /* The calling stack, the allocator's frames left out, into
  * out[FA_DBG_FRAMES]; returns the number of frames (0 when this thread is
  * already capturing one: an allocation the unwinder makes then gets no
- * trace).  The thread id is fa__dbg_tid() (debug.h). */
+ * trace).  The thread id is fa__os_thread_id() (01-os/sys.h). */
 uint16_t fa__dbg_capture(void **out) FA_HIDDEN;
 /* The same, up to max frames. */
 unsigned fa__dbg_capture_n(void **out, unsigned max) FA_HIDDEN;

@@ -4,6 +4,7 @@
 #include "09-diag/debug_int.h"
 #include "fastalloc.h"
 #include "00-base/diag.h"
+#include "01-os/sys.h"
 #include "00-base/lock.h"
 #include "01-os/os.h"
 
@@ -87,7 +88,7 @@ static bool sampled_take(uintptr_t p)
 static long long next_sample(size_t mean)
 {
     if (sample_rng == 0)
-        sample_rng = ((uint64_t)(uintptr_t)&sample_rng ^ (uint64_t)fa__dbg_tid()) | 1;
+        sample_rng = ((uint64_t)(uintptr_t)&sample_rng ^ (uint64_t)fa__os_thread_id()) | 1;
     sample_rng ^= sample_rng << 13;
     sample_rng ^= sample_rng >> 7;
     sample_rng ^= sample_rng << 17;

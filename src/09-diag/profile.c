@@ -25,6 +25,7 @@
 #define _GNU_SOURCE
 #include "09-diag/debug_int.h"
 #include "00-base/diag.h"
+#include "01-os/sys.h"
 #include "00-base/lock.h"
 #include "00-base/mem.h"
 #include "00-base/options.h"
@@ -155,7 +156,7 @@ static double ln(double x)
 static long long draw(void)
 {
     if (rng == 0)
-        rng = ((uint64_t)(uintptr_t)&rng * 0x9E3779B97F4A7C15ULL ^ (uint64_t)fa__dbg_tid()) | 1;
+        rng = ((uint64_t)(uintptr_t)&rng * 0x9E3779B97F4A7C15ULL ^ (uint64_t)fa__os_thread_id()) | 1;
     rng ^= rng << 13;
     rng ^= rng >> 7;
     rng ^= rng << 17;
@@ -416,11 +417,11 @@ static void path_of(char *buf, size_t size, unsigned seq)
 {
     const char *t = fa__opt.profile.text, *pct = strstr(t, "%p");
     char pid[24];
-    snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    snprintf(pid, sizeof pid, "%ld", (long)fa__os_pid());
     int k;
     if (pct != NULL)
         k = snprintf(buf, size, "%.*s%s%s", (int)(pct - t), t, pid, pct + 2);
-    else if (getpid() != owner)
+    else if (fa__os_pid() != owner)
         k = snprintf(buf, size, "%s.%s", t, pid);
     else
         k = snprintf(buf, size, "%s", t);
@@ -474,7 +475,7 @@ bool fa__prof_init(int modes)
                  (modes & FA_DIAG_DEBUG) ? "debug mode" : (modes & FA_DIAG_VALGRIND) ? "valgrind" : "a trace");
         return false;
     }
-    owner = getpid();
+    owner = fa__os_pid();
     if (fa__opt.profile_signal != 0) {
         struct sigaction sa;
         fa__memset(&sa, 0, sizeof sa);

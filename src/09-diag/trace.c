@@ -14,16 +14,17 @@
 #include "00-base/diag.h"
 #include "00-base/lock.h"
 #include "00-base/options.h"
+#include "01-os/clock.h"
+#include "01-os/exit.h"
 #include "01-os/os.h"
+#include "01-os/sys.h"
 #include "09-diag/format.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
-#include <time.h>
 #include <unistd.h>
 
 #define BUF_BYTES ((size_t)64 << 10)
@@ -40,9 +41,7 @@ static uint64_t next_id = 1, next_thread = 1;
 
 static uint64_t clock_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return fa__os_now_ns();
 }
 
 /* The time of a record.  On x86-64, the time-stamp counter scaled to ns
@@ -109,10 +108,10 @@ static void write_header(void)
     char h[8 + 4 + 4 + 4 + 8 + 4 + FA_VARINT64_MAX];
     fa__memcpy(h, FA_TRACE_MAGIC, 8);
     fa__encode_fixed32(h + 8, FA_TRACE_VERSION);
-    fa__encode_fixed32(h + 12, (uint32_t)sysconf(_SC_PAGESIZE));
+    fa__encode_fixed32(h + 12, (uint32_t)fa__os_page_size());
     fa__encode_fixed32(h + 16, FA_TRACE_CLOCK_MONOTONIC);
     fa__encode_fixed64(h + 20, start_ns);
-    fa__encode_fixed32(h + 28, (uint32_t)getpid());
+    fa__encode_fixed32(h + 28, (uint32_t)fa__os_pid());
     /* The command line, as the kernel has it (read, no allocation). */
     char cmd[4096];
     size_t len = 0;
@@ -142,7 +141,7 @@ static int open_trace(bool own_file)
             close(fd);
     }
     char own[FA_OPT_TEXT_MAX + 16];
-    snprintf(own, sizeof own, "%s.%d", path, (int)getpid());
+    snprintf(own, sizeof own, "%s.%d", path, fa__os_pid());
     fd = open(own, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         fa__diag("fastalloc: FASTALLOC_TRACE: cannot write %s: %s", own, strerror(errno));
@@ -161,7 +160,6 @@ struct tbuf {
 };
 
 static struct tbuf *free_bufs;         /* under file_lock */
-static pthread_key_t exit_key;
 static __thread struct tbuf *my_buf __attribute__((tls_model("initial-exec")));
 /* Set once this thread's buffer went at its exit: later records (other
  * destructors) go out one at a time. */
@@ -225,7 +223,7 @@ static struct tbuf *get_buf(void)
     b->last_ns = start_ns;
     b->thread = new_thread_number();
     my_buf = b;
-    pthread_setspecific(exit_key, b);
+    fa__os_exit_arm(FA_EXIT_TRACE, thread_exit, b);
     return b;
 }
 
@@ -406,7 +404,6 @@ void fa__trace_init(void)
         return;
     calibrate();
     start_ns = now_ns();
-    pthread_key_create(&exit_key, thread_exit);
     trace_fd = open_trace(false);
     if (trace_fd < 0)
         return;

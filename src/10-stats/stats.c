@@ -2,6 +2,7 @@
 #include "00-base/mem.h"
 #include "00-base/diag.h"
 #include "00-base/options.h"
+#include "01-os/sys.h"
 #include "05-central/central.h"
 #include "06-large/large.h"
 #include "02-records/meta.h"
@@ -287,7 +288,7 @@ __attribute__((destructor)) static void stats_at_exit(void)
     const char *pct = strstr(fa__opt.stats.text, "%p");
     if (pct != NULL)
         snprintf(path, sizeof path, "%.*s%ld%s", (int)(pct - fa__opt.stats.text), fa__opt.stats.text,
-                 (long)getpid(), pct + 2);
+                 (long)fa__os_pid(), pct + 2);
     else
         snprintf(path, sizeof path, "%s", fa__opt.stats.text);
     FILE *f = fopen(path, "w");

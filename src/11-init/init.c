@@ -3,6 +3,7 @@
 #include "00-base/diag.h"
 #include "00-base/lock.h"
 #include "00-base/options.h"
+#include "01-os/sys.h"
 #include "05-central/central.h"
 #include "02-records/freelist.h"
 #include "02-records/meta.h"
@@ -14,7 +15,6 @@
 #include "09-diag/trace.h"
 #include "07-decay/decay.h"
 
-#include <pthread.h>
 
 int fa__initialized;
 
@@ -70,6 +70,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+    fa__os_fork_child();
     fa__ph_after_fork_child();
     fork_unlock_heap();
     fa__trace_fork_child();
@@ -89,12 +90,11 @@ void fa__global_init(void)
         fa__fl_init();
         fa__sizeclass_init();
         fa__ph_init();
-        fa__tc_init();
         fa__dbg_init();
         __atomic_store_n(&fa__initialized, 1, __ATOMIC_RELEASE);
     }
     fa__unlock(&init_lock);
-    /* pthread_atfork may allocate, so it runs after the allocator is ready. */
+    /* Registering fork handlers may allocate, so it runs after the allocator is ready. */
     if (__atomic_exchange_n(&atfork_registered, 1, __ATOMIC_ACQ_REL) == 0)
-        pthread_atfork(fork_prepare, fork_parent, fork_child);
+        fa__os_atfork(fork_prepare, fork_parent, fork_child);
 }

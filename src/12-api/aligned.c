@@ -5,6 +5,7 @@
 #include "12-api/fastpath.h"
 #include "12-api/override.h"
 #include "00-base/diag.h"
+#include "01-os/sys.h"
 #include "11-init/init.h"
 
 #include <errno.h>
@@ -73,22 +74,14 @@ void *fa_memalign(size_t align, size_t size)
     return alloc_aligned(align, size);
 }
 
-static size_t os_page(void)
-{
-    static size_t page;
-    if (page == 0)
-        page = (size_t)sysconf(_SC_PAGESIZE);
-    return page;
-}
-
 void *fa_valloc(size_t size)
 {
-    return alloc_aligned(os_page(), size);
+    return alloc_aligned(fa__os_page_size(), size);
 }
 
 void *fa_pvalloc(size_t size)
 {
-    size_t pg = os_page();
+    size_t pg = fa__os_page_size();
     if (size > FA_MAX_REQUEST) {
         errno = ENOMEM;
         return NULL;

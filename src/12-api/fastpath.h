@@ -91,7 +91,12 @@ FA_INLINE void fa__free_body(void *p, bool zeroed, bool tails)
 {
     uintptr_t a = (uintptr_t)p;
     if (FA_UNLIKELY(a & FA_FREE_MASK(zeroed))) { /* or `secure_zero` */
-        fa__api_free_misaligned(p);
+        /* Straight to zeroed.c's copy, not through slow.c: slow.c lies
+         * below zeroed.c, whose paths leave into it. */
+        if (!zeroed && FA_FL_ZEROED && a % FA_MIN_ALIGN == 0)
+            fa__api_free_zeroed(p);
+        else
+            fa__api_free_misaligned(p);
         return;
     }
     struct fa__pm_leaf *leaf = fa__pm_leaf_of(a);

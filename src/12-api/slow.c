@@ -114,10 +114,6 @@ void fa__api_free_unmapped(void *p)
 
 void fa__api_free_misaligned(void *p)
 {
-    if (FA_FL_ZEROED && (uintptr_t)p % FA_MIN_ALIGN == 0) { /* FA_FREE_MASK (fastpath.h) */
-        fa__api_free_zeroed(p);
-        return;
-    }
     if (FA_UNLIKELY(fa__diag_every()))
         fa__dbg_free(p);
     else

@@ -14,6 +14,7 @@
 #include "13-pool/pool.h"
 #include "00-base/mem.h"
 #include "00-base/diag.h"
+#include "01-os/sys.h"
 #include "00-base/options.h"
 #include "09-diag/debug.h"
 
@@ -86,7 +87,7 @@ static void quarantine_pop(fa_pool *pool)
             if (c[i] != FILL_PUT) {
                 fa__diag("fastalloc: debug: write after put to %p (%zu bytes) in pool '%s': byte %zu is 0x%02x, "
                          "found by thread %d",
-                         o, pool->slot, pool->name, i, c[i], fa__dbg_tid());
+                         o, pool->slot, pool->name, i, c[i], fa__os_thread_id());
                 fa__dbg_report_end();
                 break;
             }
@@ -106,7 +107,7 @@ void fa__pool_debug_put(fa_pool *pool, void *u)
         pthread_mutex_unlock(&pool->grow);
         fa__diag("fastalloc: debug: invalid pointer %p passed to fa_pool_put: not handed out by pool '%s', "
                  "thread %d",
-                 u, pool->name, fa__dbg_tid());
+                 u, pool->name, fa__os_thread_id());
         fa__dbg_report_end();
         return;
     }
@@ -115,7 +116,7 @@ void fa__pool_debug_put(fa_pool *pool, void *u)
     if (!(block_bits(pool, b)[i / 64] & bit)) {
         pthread_mutex_unlock(&pool->grow);
         fa__diag("fastalloc: debug: double put of %p (%zu bytes) in pool '%s', thread %d", u, pool->slot,
-                 pool->name, fa__dbg_tid());
+                 pool->name, fa__os_thread_id());
         fa__dbg_report_end();
         return;
     }

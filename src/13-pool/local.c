@@ -8,7 +8,8 @@
  * local pool. */
 #include "13-pool/pool.h"
 #include "00-base/mem.h"
-#include "00-base/clock.h"
+#include "01-os/clock.h"
+#include "01-os/exit.h"
 #include "01-os/os.h"
 #include "02-records/meta.h"
 
@@ -39,22 +40,7 @@ static struct lpool **spare_lps;
 static size_t spare_n;
 static struct lpool ***spare_more; /* recycled fa__pool_lp_more arrays */
 
-static pthread_key_t exit_key;
-static int key_state; /* 0 none, 2 ready */
-
 static void thread_exit(void *arg);
-
-static void ensure_key(void)
-{
-    if (__atomic_load_n(&key_state, __ATOMIC_ACQUIRE) == 2)
-        return;
-    fa__lock(&fa__pool_registry);
-    if (key_state == 0) {
-        pthread_key_create(&exit_key, thread_exit);
-        __atomic_store_n(&key_state, 2, __ATOMIC_RELEASE);
-    }
-    fa__unlock(&fa__pool_registry);
-}
 
 /* ---- local pools ---- */
 
@@ -163,10 +149,10 @@ struct lpool *fa__pool_my_lp(fa_pool *pool)
         return found;
     if (pool_tls_dead || pool->debug)
         return NULL;
-    ensure_key();
     if (!pool_tls_registered) {
-        /* Any non-NULL value: the destructor runs at thread exit. */
-        pthread_setspecific(exit_key, &fa__pool_empty_lp);
+        /* Any non-NULL argument: the thread's local pools are all found
+         * through its TLS slots. */
+        fa__os_exit_arm(FA_EXIT_POOL, thread_exit, &fa__pool_empty_lp);
         pool_tls_registered = 1;
     }
     fa__lock(&fa__pool_registry);

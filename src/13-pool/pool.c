@@ -6,13 +6,13 @@
 #include "00-base/mem.h"
 #include "00-base/asan.h"
 #include "10-stats/stats.h"
-#include "00-base/clock.h"
+#include "01-os/clock.h"
 #include "11-init/init.h"
 #include "01-os/os.h"
+#include "01-os/sys.h"
 
 #include <errno.h>
 #include <string.h>
-#include <unistd.h>
 
 /* The pools alive, by id, under fa__pool_registry (local.c, which takes it
  * too). */
@@ -99,10 +99,10 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
         slot = sizeof(void *);
     slot = (link_off + slot + align - 1) & ~(align - 1);
     size_t bs = opt->block_size ? opt->block_size : DEFAULT_BLOCK;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned ncpu = fa__os_cpu_count();
     unsigned ng = opt->global_pools;
     if (ng == 0)
-        ng = ncpu > 8 ? (unsigned)(ncpu / 4) : 2;
+        ng = ncpu > 8 ? ncpu / 4 : 2;
     if (ng > GPOOLS_MAX)
         ng = GPOOLS_MAX;
     size_t capacity = 0, hdr = 0, bl = 0;
@@ -147,8 +147,11 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
     pool->arg = opt->arg;
     pool->max_objects = opt->max_objects;
     pool->max_bytes = opt->max_bytes;
-    if (opt->name)
-        strncpy(pool->name, opt->name, sizeof pool->name - 1);
+    if (opt->name) {
+        size_t n = strnlen(opt->name, sizeof pool->name - 1);
+        fa__memcpy(pool->name, opt->name, n);
+        pool->name[n] = '\0';
+    }
     pthread_mutex_init(&pool->grow, NULL);
     pool->locals.next = pool->locals.prev = &pool->locals;
     pool->last_check_ms = fa__now_ms();

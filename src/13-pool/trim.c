@@ -4,7 +4,7 @@
  * pools, which no thread owns, are released; fa_pool_trim hands the
  * caller's own blocks over first.  A debug pool's trim is in debug.c. */
 #include "13-pool/pool.h"
-#include "00-base/clock.h"
+#include "01-os/clock.h"
 #include "01-os/os.h"
 
 /* Release the unowned blocks whose objects are all free and that entered a

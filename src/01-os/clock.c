@@ -1,4 +1,4 @@
-#include "00-base/clock.h"
+#include "01-os/clock.h"
 
 #include <time.h>
 
@@ -16,4 +16,17 @@ uint64_t fa__now_ms(void)
 void fa__clock_advance_ms(uint64_t ms)
 {
     __atomic_add_fetch(&skew_ms, ms, __ATOMIC_RELAXED);
+}
+
+uint64_t fa__os_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void fa__os_sleep_ms(uint64_t ms)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
 }
