@@ -15,8 +15,8 @@
  *
  * Header only, no dependencies beyond <stddef.h> and <stdint.h>.
  */
-#ifndef FA_CODING_H
-#define FA_CODING_H
+#ifndef FA_BASE_CODING_H
+#define FA_BASE_CODING_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -112,4 +112,4 @@ static inline unsigned fa__varint64_length(uint64_t v)
     return n;
 }
 
-#endif /* FA_CODING_H */
+#endif /* FA_BASE_CODING_H */

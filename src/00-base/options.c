@@ -68,9 +68,10 @@ const struct fa__option_def fa__option_defs[] = {
      .value = 0, .dflt = "0",
      .doc = "`1`: the hardened build (docs/SECURITY.md): `fastalloc-run` preloads `libfastalloc-secure.so`; the default library says at start-up that it is not that build",
      .off = FIELD(secure), .startup_only = true},
-    /* Zeroing every freed block cost the hardened build 1.3-4x on the
-     * loops that reuse blocks (docs/HISTORY.md, #26): an option of that
-     * build, off unless asked for. */
+    /* Zeroing every freed block is the hardened build's costliest part on
+     * the loops that reuse blocks, and mimalloc's and snmalloc's secure
+     * modes do not zero (docs/DECISIONS.md, #26): an option of that build,
+     * off unless asked for. */
     {.name = "secure_zero", .env = "FASTALLOC_SECURE_ZERO", .type = FA_OPT_BOOL, .min = 0,
      .max = 1, .value = 0, .dflt = "0",
      .doc = "hardened build: `1` zeroes each freed block and checks at its reuse that its "

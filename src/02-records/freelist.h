@@ -25,8 +25,8 @@
  *    program stops: a link that a write after free or an overflow forged
  *    decodes to noise.  The slot's own address is not mixed in as well
  *    (glibc's safe-linking, which has no secret key): with a secret key it
- *    hides nothing more, since both are XORs, and it cost 3 instructions
- *    on each of malloc and free;
+ *    hides nothing more, since both are XORs, and it cost instructions
+ *    on both malloc's and free's fast paths (docs/HISTORY.md, #26);
  *  - the mark is the block's own address XORed with a second key (with
  *    `secure_zero`, checked again when the block is handed out);
  *  - with the `secure_zero` option, a freed block is zeroed past its two
@@ -34,8 +34,8 @@
  *    ends (check_scrubbed); a block handed out has both words cleared.
  * Its blocks' last bytes are their tails (02-records/tail.h), which a
  * scrub leaves as a fresh block's. */
-#ifndef FA_CORE_FREELIST_H
-#define FA_CORE_FREELIST_H
+#ifndef FA_RECORDS_FREELIST_H
+#define FA_RECORDS_FREELIST_H
 
 #include "00-base/asan.h"
 #include "00-base/config.h"

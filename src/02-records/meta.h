@@ -1,7 +1,7 @@
 /* Internal metadata allocator: spans and thread caches come from here, never
  * from malloc, so the allocator cannot recurse into itself. */
-#ifndef FA_META_H
-#define FA_META_H
+#ifndef FA_RECORDS_META_H
+#define FA_RECORDS_META_H
 
 #include "00-base/lock.h"
 

@@ -5,8 +5,8 @@
  * the span.  An entry that no span ever had reads NULL as its owner, which no
  * thread is, so a stray pointer into the heap's range falls into the slow
  * path instead of following a NULL span. */
-#ifndef FA_PAGEMAP_H
-#define FA_PAGEMAP_H
+#ifndef FA_RECORDS_PAGEMAP_H
+#define FA_RECORDS_PAGEMAP_H
 
 #include "00-base/config.h"
 

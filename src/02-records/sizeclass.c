@@ -30,8 +30,8 @@ static void fill_class(unsigned c, uint32_t size)
      * blocks, and that span records stay few.  Only what is cut from a
      * span is touched (08-tcache/own.c), so a class a thread uses for a few
      * blocks holds a page or two of its span in memory, not 32 KiB.  Spans
-     * of one page cost a third more time in a benchmark of 1 KiB strings
-     * and half more in a shuffled one of mixed sizes (#24, docs/HISTORY.md). */
+     * of one page held less, but slowed the benchmarks of 1 KiB strings
+     * and of shuffled objects of mixed sizes (#24, docs/HISTORY.md). */
     uint32_t want = min_u32(SPAN_MIN_BLOCKS, max_u32(1, (uint32_t)(FA_MAX_SMALL / size)));
     size_t bytes = (size_t)size * want;
     if (bytes < SPAN_MIN_BYTES)

@@ -1,6 +1,6 @@
 /* Size classes: the sizes that small blocks are rounded up to. */
-#ifndef FA_SIZECLASS_H
-#define FA_SIZECLASS_H
+#ifndef FA_RECORDS_SIZECLASS_H
+#define FA_RECORDS_SIZECLASS_H
 
 #include "00-base/config.h"
 

@@ -177,8 +177,8 @@ FA_INLINE bool fa__tail_ok(const void *b, size_t size)
  * blocks of FA_TAIL_BELOW bytes or more (the block below is in another
  * span), and fa__tail_check_free must look.  The first block of a span of
  * smaller blocks is not looked below: a program that frees and takes back
- * the same block would take the slow path every time (the 1 KiB reuse
- * loop cost 157 instructions a pair, against 116). */
+ * the same block would take the slow path every time (a reuse loop of
+ * 1 KiB blocks did: docs/HISTORY.md, #26). */
 #define FA_TAIL_BELOW 4096
 FA_INLINE bool fa__tail_fast_ok(void *p, size_t size, const uintptr_t *span_start)
 {

@@ -3,8 +3,8 @@
  * outside its lock, coalescing); it asks these functions, with its lock
  * held, at each event that may call for a purge.  They read the options
  * and the clock, and touch nothing else, so a new policy is this file. */
-#ifndef FA_POLICY_PURGE_H
-#define FA_POLICY_PURGE_H
+#ifndef FA_PURGE_PURGE_H
+#define FA_PURGE_PURGE_H
 
 #include "00-base/config.h"
 

@@ -1,7 +1,7 @@
 /* Page heap: runs of pages ("spans") taken from the OS, split on demand and
  * coalesced with free neighbours when they come back. */
-#ifndef FA_PAGEHEAP_H
-#define FA_PAGEHEAP_H
+#ifndef FA_PAGEHEAP_PAGEHEAP_H
+#define FA_PAGEHEAP_PAGEHEAP_H
 
 #include "00-base/lock.h"
 #include "02-records/sizeclass.h"

@@ -4,8 +4,8 @@
  * the spans it hands to a thread that needs one.  Spans move between it and
  * the thread caches whole, so a thread takes the lock once per span, not per
  * block. */
-#ifndef FA_CENTRAL_H
-#define FA_CENTRAL_H
+#ifndef FA_CENTRAL_CENTRAL_H
+#define FA_CENTRAL_CENTRAL_H
 
 #include "00-base/config.h"
 

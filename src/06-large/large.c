@@ -80,8 +80,9 @@ static void unguard_free(struct fa__span *s)
  * place for any thread's next large allocation of their size.  A guard
  * costs two system calls, one to make it and one to undo it, and each
  * takes the process's mapping lock; made and undone at every large block
- * that missed a thread's keeper, they cost 4 threads freeing 300 KiB and
- * 900 KiB blocks 20x their time (docs/HISTORY.md, #26).  Blocks leave for
+ * that missed a thread's keeper, they were most of the time of threads
+ * that free large blocks, since the threads' keepers hold little
+ * (docs/HISTORY.md, #26).  Blocks leave for
  * the page heap, oldest first, when the keeper is full, when a decay tick
  * finds one it held since the tick before, and at a forced purge. */
 #define SHARED_SLOTS 64
@@ -108,7 +109,7 @@ static struct fa__span *shared_take(unsigned i)
     /* A large block again, whether it is handed out or goes back to the
      * page heap: the heap counts a span it takes back by its state, and
      * counted a kept one (FA_SPAN_CACHED) as small bytes, which then
-     * wrapped below zero (a stress run showed 2^44 MiB in small spans). */
+     * wrapped below zero (test_stress_profile_secure). */
     __atomic_store_n(&s->state, FA_SPAN_LARGE, __ATOMIC_RELAXED);
     return s;
 }

@@ -7,8 +7,8 @@
  * back warm in its core's cache, with no page-heap lock.  Everything about
  * large blocks is here; the thread cache passes its keeper, and its share,
  * to the two entries, fa__large_alloc and fa__large_free. */
-#ifndef FA_LARGE_H
-#define FA_LARGE_H
+#ifndef FA_LARGE_LARGE_H
+#define FA_LARGE_LARGE_H
 
 #include "00-base/config.h"
 

@@ -9,8 +9,8 @@
  *    remote frees, gives the page heap the all-free spans and the large
  *    blocks it did not allocate from lately, and gives back the part of its
  *    claim on the global bound that it no longer needs. */
-#ifndef FA_POLICY_DECAY_H
-#define FA_POLICY_DECAY_H
+#ifndef FA_DECAY_DECAY_H
+#define FA_DECAY_DECAY_H
 
 #include "00-base/config.h"
 

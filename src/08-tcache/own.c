@@ -13,9 +13,9 @@
  * freelist back once per cycle (fa__tc_refill), however short the list: a
  * class that a thread uses for a few blocks at a time so touches the pages
  * of those blocks and no more.  Cutting at least 32 blocks, and taking the
- * list back only once it held 32, made a reuse loop of 1 KiB blocks cost
- * 7 instructions a pair less, and made every class a thread used touch 32
- * blocks: 32 KiB of 1 KiB blocks, a whole span of larger ones (#24,
+ * list back only once it held 32, spared a reuse loop of 1 KiB blocks a
+ * few instructions, but made every class a thread used touch 32 blocks:
+ * 32 KiB of 1 KiB blocks, a whole span of larger ones (#24,
  * docs/HISTORY.md).  Cutting a page at a time made a shuffled object
  * benchmark's allocations slower (docs/HISTORY.md). */
 #define CARVE_BYTES 4096u
@@ -181,9 +181,10 @@ void fa__tc_keep(struct fa__tcache *tc, struct fa__span *s)
      * page heap.  A span kept for its class alone waits for that class
      * (#24).  Other spans are kept in their class; so are the hardened
      * build's, their blocks in their random order.  Keeping only one
-     * all-free span a class, and sending the rest to the page heap, made a
-     * program that frees and allocates again 1,024 blocks of up to 32 KiB
-     * 1.4 times slower (docs/HISTORY.md, #24). */
+     * all-free span a class, and sending the rest to the page heap, slowed
+     * a program that frees and allocates again 1,024 blocks of up to
+     * 32 KiB: its spans went to the page heap and back every round
+     * (docs/HISTORY.md, #24). */
     bool spare = !FA_SECURE && s->npages == FA_SPARE_PAGES;
     if (tc->kept_bytes + bytes > tc->max_bytes) {
         size_t need = tc->kept_bytes + bytes - tc->max_bytes;
@@ -202,8 +203,9 @@ void fa__tc_keep(struct fa__tcache *tc, struct fa__span *s)
     /* Every block is free, so the span starts over: its blocks are cut
      * again in address order, instead of handed out in the order they were
      * freed.  After a program frees in random order, its next allocations
-     * then walk memory forwards, which the hardware prefetches (a shuffled
-     * object benchmark allocated in nearly half the time: docs/HISTORY.md). */
+     * then walk memory forwards, which the hardware prefetches, instead of
+     * jumping about the span in the order of the frees (docs/HISTORY.md,
+     * #12). */
     if (FA_SECURE) {
         /* The hardened build keeps the list, in its random order: its
          * blocks are counted already, and a span kept so is taken back

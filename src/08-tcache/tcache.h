@@ -4,8 +4,8 @@
  * touches the page map and the block's span.  The layer's files, from the
  * bottom (internal.h says what each holds): claim.c, own.c, remote.c,
  * seen.c, life.c, slow.c. */
-#ifndef FA_TCACHE_H
-#define FA_TCACHE_H
+#ifndef FA_TCACHE_TCACHE_H
+#define FA_TCACHE_TCACHE_H
 
 #include "02-records/freelist.h"
 #include "02-records/sizeclass.h"

@@ -1,7 +1,7 @@
 /* Statistics: every layer's counters gathered into the public record.
  * Reads only: each layer keeps its own counters where it works. */
-#ifndef FA_STATS_H
-#define FA_STATS_H
+#ifndef FA_STATS_STATS_H
+#define FA_STATS_STATS_H
 
 #include "fastalloc.h"
 #include "00-base/config.h"

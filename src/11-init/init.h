@@ -4,8 +4,8 @@
  * that can allocate, so a nested call cannot find the allocator half built.
  *
  * Start-up and fork code call every layer below, through their headers. */
-#ifndef FA_INIT_H
-#define FA_INIT_H
+#ifndef FA_INIT_INIT_H
+#define FA_INIT_INIT_H
 
 #include "00-base/config.h"
 

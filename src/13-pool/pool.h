@@ -154,7 +154,8 @@ struct lpool {
 /* A local pool has a page of its own, which a dropped one gives back whole,
  * and starts 1 to LP_COLOURS lines into it (local.c).  At the page's start,
  * its first line shared an L1 set with every page-aligned hot line (the
- * pool's own first line among them) and missed: gets 35% slower. */
+ * pool's own first line among them) and missed, which slowed every get
+ * (docs/HISTORY.md, #25). */
 #define LP_PAGE 4096
 #define LP_COLOURS 16
 _Static_assert(sizeof(struct lpool) + LP_COLOURS * FA_CACHELINE <= LP_PAGE, "a local pool fits its page");
@@ -237,7 +238,8 @@ static inline uintptr_t block_header(uintptr_t base)
 /* Where a block with its header c lines in keeps its bits (bits_lines of
  * them): just before the header when they fit there, else just after it.
  * Never at the block's start, where every block's bits would share an L1
- * set again (half the blocks' were: random puts 9.1 ms against 5.8). */
+ * set again (half the blocks' were, and puts in random order missed on
+ * them: docs/HISTORY.md, #25). */
 static inline size_t bits_line(size_t c, size_t bits_lines)
 {
     return c >= bits_lines ? c - bits_lines : c + HEADER_LINES;
