@@ -14,6 +14,11 @@
 #define FA_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define FA_HIDDEN __attribute__((visibility("hidden")))
 #define FA_NOINLINE __attribute__((noinline))
+/* A function whose reads of other threads' counters race by design (a
+ * statistic read while its owner updates it with plain stores, which the
+ * owner's fast path keeps plain): ThreadSanitizer does not watch it.  Kept
+ * out of line, so that nothing inlined into it loses its checks unseen. */
+#define FA_RACY_READER __attribute__((noinline, no_sanitize("thread")))
 /* The entry points whose fast paths are the hot path start on a cache line,
  * in .text.hot, which the linker puts first: where they landed otherwise
  * moved with every unrelated change to the code before them, and so did

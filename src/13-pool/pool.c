@@ -233,6 +233,31 @@ size_t fa_pool_trim(fa_pool *pool)
     return r;
 }
 
+/* The local pools' and the blocks' counts, which their owners update
+ * with plain stores on the fast paths: exact only when the pool is quiet
+ * (a figure read mid-update is a get or a put off, never torn: each is one
+ * aligned word).  Objects in caches are out for their blocks, free for the
+ * pool.  lp_gets() is written out: an inline function keeps its checks. */
+FA_RACY_READER static void read_counts(fa_pool *pool, uint64_t *gets, uint64_t *puts, int64_t *local,
+                                       int64_t *global)
+{
+    for (struct lpool *lp = pool->locals.next; lp != &pool->locals; lp = lp->next) {
+        *gets += lp->taken - lp->spilled + lp->puts - lp->n;
+        *puts += lp->puts;
+        *local += (int64_t)lp->n;
+    }
+    for (struct block *b = pool->blocks; b != NULL; b = b->next) {
+        uint64_t nr = __atomic_load_n(&b->nremote, __ATOMIC_RELAXED);
+        int64_t o = __atomic_load_n(&b->out, __ATOMIC_RELAXED) - (int64_t)(nr - b->nremote_seen);
+        int64_t built = (int64_t)slot_index(pool, b, b->bump);
+        int64_t f = built > o ? built - o : 0;
+        if (__atomic_load_n(&b->owner, __ATOMIC_RELAXED) != NULL)
+            *local += f;
+        else
+            *global += f;
+    }
+}
+
 void fa_pool_stats(fa_pool *pool, fa_pool_stats_t *out)
 {
     fa__memset(out, 0, sizeof *out);
@@ -241,25 +266,8 @@ void fa_pool_stats(fa_pool *pool, fa_pool_stats_t *out)
     out->object_size = pool->slot - pool->link_off;
     uint64_t gets = pool->gets_retired;
     uint64_t puts = pool->puts_retired;
-    /* Other threads change their blocks as this runs: the figures are
-     * exact only when the pool is quiet.  Objects in caches are out for
-     * their blocks, free for the pool. */
     int64_t local = 0, global = 0;
-    for (struct lpool *lp = pool->locals.next; lp != &pool->locals; lp = lp->next) {
-        gets += lp_gets(lp);
-        puts += __atomic_load_n(&lp->puts, __ATOMIC_RELAXED);
-        local += (int64_t)lp->n;
-    }
-    for (struct block *b = pool->blocks; b != NULL; b = b->next) {
-        uint64_t nr = __atomic_load_n(&b->nremote, __ATOMIC_RELAXED);
-        int64_t o = __atomic_load_n(&b->out, __ATOMIC_RELAXED) - (int64_t)(nr - b->nremote_seen);
-        int64_t built = (int64_t)slot_index(pool, b, b->bump);
-        int64_t f = built > o ? built - o : 0;
-        if (__atomic_load_n(&b->owner, __ATOMIC_RELAXED) != NULL)
-            local += f;
-        else
-            global += f;
-    }
+    read_counts(pool, &gets, &puts, &local, &global);
     out->free_local = local > 0 ? (size_t)local : 0;
     out->free_global = (size_t)global;
     out->gets = gets;
