@@ -36,7 +36,7 @@ static size_t round_up(size_t n, size_t a)
 /* The size class a request must land in, from the rule documented in
  * sizeclass.h (8; 16..128 in steps of 16; eight classes per doubling up to
  * 256 KiB), and whole 8 KiB pages above that. */
-static size_t expected_usable(size_t n)
+static size_t class_rule(size_t n)
 {
     if (n <= 128)
         return n == 0 ? 16 : round_up(n, 16);
@@ -47,6 +47,24 @@ static size_t expected_usable(size_t n)
         return round_up(n, base / 8);
     }
     return round_up(n, PAGE8K);
+}
+
+/* The usable size of a block asked for n bytes: its class's (above), or in
+ * the hardened library exactly n (util.h, test_secure_usable). */
+static size_t expected_usable(size_t n)
+{
+#if FA_TEST_SECURE_LIB
+    return test_secure_usable(n);
+#else
+    return class_rule(n);
+#endif
+}
+
+/* The most bytes a request may ask for and share the block of a request of
+ * n bytes (n small): its class, less the hardened library's tail. */
+static size_t class_top(size_t n)
+{
+    return class_rule(n + TEST_TAIL) - TEST_TAIL;
 }
 
 /* ------------------------------------------------------------ malloc(0) */
@@ -517,12 +535,12 @@ static void test_realloc(void)
 
     /* Within a size class the block stays where it is. */
     for (size_t n = 1; n <= 8192; n++) {
-        size_t cs = expected_usable(n);
+        size_t cs = class_top(n);
         unsigned char *p = fa_malloc(n);
         pat_fill(p, n, n);
         CHECKF(fa_realloc(p, cs) == p, "realloc %zu -> %zu (same class) moved", n, cs);
         size_t lo = n; /* smallest size of the same class */
-        while (lo > 1 && expected_usable(lo - 1) == cs)
+        while (lo > 1 && class_top(lo - 1) == cs)
             lo--;
         CHECKF(fa_realloc(p, lo) == p, "realloc %zu -> %zu (same class) moved", cs, lo);
         CHECK(pat_ok(p, lo, n));
@@ -531,25 +549,38 @@ static void test_realloc(void)
     /* And a large block within its page count. */
     {
         unsigned char *p = fa_malloc(MiB + 1);
-        CHECK(fa_malloc_usable_size(p) == MiB + PAGE8K);
+        CHECK(fa_malloc_usable_size(p) == expected_usable(MiB + 1));
         CHECK(fa_realloc(p, MiB + PAGE8K) == p);
         CHECK(fa_realloc(p, MiB + 100) == p);
         fa_free(p);
     }
 }
 
+/* Send the large blocks just freed to the page heap, where a neighbour can
+ * grow into them and the next large blocks are cut: the hardened library
+ * keeps them, guarded, for the next large allocations of their sizes until
+ * fa_trim (util.h); the default one sent them there at the free. */
+static void freed_to_heap(void)
+{
+#if FA_TEST_SECURE_LIB
+    fa_trim();
+#endif
+}
+
 /* n 1 MiB blocks that sit next to each other, in blk; false when 16 tries
  * found none.  Spans are cut from the front of the best-fitting free span,
  * so this takes a try or two at most; the failed tries go to junk (*nj of
- * its cap used) and stay allocated until the caller frees them. */
+ * its cap used) and stay allocated until the caller frees them.  In the
+ * hardened library neighbours lie a guard page apart (util.h, TEST_GUARD). */
 static bool adjacent_mib_blocks(unsigned char **blk, int n, void **junk, size_t *nj, size_t cap)
 {
     for (int tries = 0; tries < 16; tries++) {
         bool adjacent = true;
+        freed_to_heap();
         for (int i = 0; i < n; i++) {
             blk[i] = fa_malloc(MiB);
             CHECK(blk[i] != NULL);
-            adjacent = adjacent && (i == 0 || blk[i] == blk[i - 1] + MiB);
+            adjacent = adjacent && (i == 0 || blk[i] == blk[i - 1] + MiB + TEST_GUARD);
         }
         if (adjacent)
             return true;
@@ -592,6 +623,7 @@ static void test_realloc_in_place(void)
     b = blk[1];
     pat_fill(a, MiB, 41);
     fa_free(b);
+    freed_to_heap();
     unsigned char *g = fa_realloc(a, MiB + MiB / 2);
     CHECKF(g == a, "realloc did not grow into the free span after it (%p -> %p)", (void *)a, (void *)g);
     CHECK(fa_malloc_usable_size(g) == MiB + MiB / 2);
@@ -624,6 +656,7 @@ static void test_realloc_in_place(void)
     pat_fill(a, MiB, 51);
     pat_fill(c, MiB, 53);
     fa_free(b);
+    freed_to_heap();
     g = fa_realloc(a, 2 * MiB + MiB / 2);
     CHECK(g != NULL && g != a);
     CHECK(pat_ok(g, MiB, 51));
@@ -726,15 +759,18 @@ static void guards_check_free(unsigned char **g, size_t n, uint64_t seed, size_t
 static void test_realloc_boundaries(void)
 {
     /* Every class size c, with c - 1 and c + 1 around it (c + 1 of the last
-     * class is the first large size), then large sizes around 8 KiB pages. */
+     * class is the first large size), then large sizes around 8 KiB pages.
+     * In the hardened library c is the class size less the tail: the most
+     * a request of that class asks for. */
     static size_t sizes[400];
     size_t ns = 0;
-    for (size_t c = expected_usable(1);; c = expected_usable(c + 1)) {
+    for (size_t k = class_rule(1 + TEST_TAIL);; k = class_rule(k + 1)) {
+        size_t c = k - TEST_TAIL; /* the most a request of class k asks */
         if (c > 1 && (ns == 0 || sizes[ns - 1] < c - 1))
             sizes[ns++] = c - 1;
         sizes[ns++] = c;
         sizes[ns++] = c + 1;
-        if (c >= MAX_SMALL)
+        if (k >= MAX_SMALL)
             break;
     }
     const size_t large[] = {MAX_SMALL + PAGE8K - 1, MAX_SMALL + PAGE8K, MAX_SMALL + PAGE8K + 1,

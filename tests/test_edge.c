@@ -93,6 +93,18 @@ static void calloc_after_free(size_t size, uint64_t seed, const char *what, int 
     calloc_zero(1, size, seed + 1, what);
 }
 
+/* The size of a large block of at least n bytes whose free reaches the
+ * page heap at once, where it merges with its free neighbours and is purged
+ * at the free with purge_delay_ms 0: n (with thread_cache_bytes 0).  The
+ * hardened library keeps a freed large block, guarded and apart from the
+ * page heap, for the next large allocation of its size, unless it is bigger
+ * than TEST_SHARED_MAX (util.h): there the block is that much bigger. */
+#if FA_TEST_SECURE_LIB
+#define TO_HEAP(n) (TEST_SHARED_MAX + (n))
+#else
+#define TO_HEAP(n) (n)
+#endif
+
 static void case_calloc(void)
 {
     /* No timed purge: a purge between a free and the calloc would zero
@@ -105,15 +117,18 @@ static void case_calloc(void)
      * other and with the fresh (never written, known zero) pages after
      * them, the rest of the heap's first growth in this young process.  A
      * calloc over the merged span must not take it for fresh. */
-    unsigned char *a = fa_malloc(MiB);
-    unsigned char *b = fa_malloc(MiB);
+    const size_t nb = TO_HEAP(MiB);
+    unsigned char *a = fa_malloc(nb);
+    unsigned char *b = fa_malloc(nb);
     CHECK(a != NULL && b != NULL);
-    CHECKF(b == a + MiB, "setup: the two blocks are not neighbours (%p, %p)", (void *)a, (void *)b);
-    pat_fill(a, MiB, 1);
-    pat_fill(b, MiB, 2);
+    /* (In the hardened library a guard page lies between them: util.h.) */
+    CHECKF(b == a + nb + TEST_GUARD, "setup: the two blocks are not neighbours (%p, %p)", (void *)a,
+           (void *)b);
+    pat_fill(a, nb, 1);
+    pat_fill(b, nb, 2);
     fa_free(a);
     fa_free(b);
-    size_t span = 2 * MiB + MiB / 2; /* a, b and fresh pages */
+    size_t span = 2 * (nb + TEST_GUARD) + MiB / 2; /* a, b and fresh pages */
     unsigned char *c = fa_calloc(1, span);
     CHECK(c != NULL);
     CHECKF(c == a, "setup: calloc(%zu) did not take the merged span (%p, not %p)", span, (void *)c,
@@ -125,6 +140,11 @@ static void case_calloc(void)
     /* The same block straight back, with no purge: dirty. */
     calloc_after_free(4 * MiB, 10, "reuse without purge", 0);
     calloc_after_free(MAX_SMALL + PAGE8K, 11, "reuse without purge (small large block)", 0);
+#if FA_TEST_SECURE_LIB
+    /* (The hardened library took those two back from its keeper of freed
+     * large blocks: this one comes back from the page heap.) */
+    calloc_after_free(TO_HEAP(4 * MiB), 12, "reuse without purge, from the page heap", 0);
+#endif
 
     /* Purged by fa_trim, with MADV_DONTNEED (the pages read zero) and with
      * MADV_FREE (they keep their bytes until the kernel needs the memory:
@@ -141,13 +161,16 @@ static void case_calloc(void)
          * last pages keep their bytes.  Blocks are cut from the front of
          * the best-fitting free span, so the three become neighbours after
          * a few tries, each of which uses up a free span that fitted better;
-         * the failed tries stay allocated until the end. */
-        const size_t xn = 6 * MiB + 3 * PAGE8K, yn = 300 * KiB;
+         * the failed tries stay allocated until the end.  In the hardened
+         * library a guard page follows each block (util.h, TEST_GUARD): l
+         * is a page shorter there, so that x still starts on a huge page,
+         * and y lies a guard page after x's end. */
+        const size_t ln = 2 * MiB - TEST_GUARD, xn = 6 * MiB + 3 * PAGE8K, yn = 300 * KiB;
         unsigned char *l = NULL, *x = NULL, *y = NULL;
         static void *junk[256];
         size_t nj = 0;
         while (nj + 2 <= sizeof junk / sizeof junk[0]) {
-            l = fa_aligned_alloc(2 * MiB, 2 * MiB);
+            l = fa_aligned_alloc(2 * MiB, ln);
             x = fa_malloc(xn);
             CHECK(l != NULL && x != NULL);
             if (x == l + 2 * MiB)
@@ -158,11 +181,11 @@ static void case_calloc(void)
         while (nj < sizeof junk / sizeof junk[0]) {
             y = fa_malloc(yn);
             CHECK(y != NULL);
-            if (y == x + xn)
+            if (y == x + xn + TEST_GUARD)
                 break;
             junk[nj++] = y;
         }
-        CHECKF(x == l + 2 * MiB && y == x + xn, "setup: never got three neighbouring blocks");
+        CHECKF(x == l + 2 * MiB && y == x + xn + TEST_GUARD, "setup: never got three neighbouring blocks");
         pat_fill(x, xn, 22);
         pat_fill(y, yn, 23);
         fa_free(x);
@@ -184,40 +207,44 @@ static void case_calloc(void)
     /* Purged at the free itself (delay 0). */
     set_option("purge_delay_ms", 0);
     {
-        unsigned char *p = fa_malloc(5 * MiB);
+        const size_t pn = TO_HEAP(5 * MiB);
+        unsigned char *p = fa_malloc(pn);
         CHECK(p != NULL);
-        pat_fill(p, 5 * MiB, 30);
+        pat_fill(p, pn, 30);
         size_t before = stats().purged_total;
         fa_free(p);
         fa_stats_t st = stats();
-        CHECKF(st.purged_total >= before + 5 * MiB && st.dirty == 0,
+        CHECKF(st.purged_total >= before + pn && st.dirty == 0,
                "delay 0: the free purged %zu, %zu dirty", st.purged_total - before, st.dirty);
-        calloc_zero(1, 5 * MiB, 31, "delay 0");
+        calloc_zero(1, pn, 31, "delay 0");
     }
     set_option("purge_madv_free", 1);
-    calloc_after_free(5 * MiB, 32, "delay 0, MADV_FREE", 0);
+    calloc_after_free(TO_HEAP(5 * MiB), 32, "delay 0, MADV_FREE", 0);
     set_option("purge_madv_free", 0);
     set_option("purge_delay_ms", -1);
 
     /* Small blocks: every class, each written and freed, then calloc'd
-     * (as n elements: the whole product must be zeroed). */
+     * (as n elements: the whole product must be zeroed).  Each asks for r,
+     * the most a request of class c may ask: c, less the hardened library's
+     * tail (util.h, TEST_TAIL). */
     static void *blk[64];
     for (size_t c = class_size(1); c <= MAX_SMALL; c = class_size(c + 1)) {
         size_t n = c <= 256 ? 64 : c <= 16 * KiB ? 16 : 4;
+        size_t r = c > TEST_TAIL ? c - TEST_TAIL : 1;
         for (size_t i = 0; i < n; i++) {
-            blk[i] = fa_malloc(c);
+            blk[i] = fa_malloc(r);
             CHECK(blk[i] != NULL);
-            memset(blk[i], 0xa5, c);
+            memset(blk[i], 0xa5, r);
         }
         for (size_t i = 0; i < n; i++)
             fa_free(blk[i]);
         for (size_t i = 0; i < n; i++) {
-            size_t elems = c % 8 == 0 ? 8 : 1;
-            unsigned char *q = fa_calloc(elems, c / elems);
+            size_t elems = r % 8 == 0 ? 8 : 1;
+            unsigned char *q = fa_calloc(elems, r / elems);
             CHECK(q != NULL);
-            CHECKF(all_bytes(q, c, 0), "calloc(%zu, %zu) after a free: not zero", elems, c / elems);
+            CHECKF(all_bytes(q, r, 0), "calloc(%zu, %zu) after a free: not zero", elems, r / elems);
             blk[i] = q;
-            memset(q, 0x5a, c);
+            memset(q, 0x5a, r);
         }
         for (size_t i = 0; i < n; i++)
             fa_free(blk[i]);

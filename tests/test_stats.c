@@ -9,6 +9,7 @@
 #include "check.h"
 #include "child.h"
 #include "fastalloc.h"
+#include "util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -28,10 +29,18 @@ static const struct fa_class_stats *class_of(const fa_stats_t *s, size_t size)
     return NULL;
 }
 
+/* The class entry a request of n bytes lands in: the class of n, or in the
+ * hardened library of n and its tail (util.h, TEST_TAIL). */
+static const struct fa_class_stats *class_asked(const fa_stats_t *s, size_t n)
+{
+    return class_of(s, n + TEST_TAIL);
+}
+
 static fa_stats_t before, after;
 
-/* One thread: 1,000 blocks of 40 B (class 48), 300 of them freed; 200 of
- * 1,000 B, all freed; 3 large blocks of 2 MiB, one freed. */
+/* One thread: 1,000 blocks of 40 B (class 48; 64 in the hardened library,
+ * with the tail), 300 of them freed; 200 of 1,000 B, all freed; 3 large
+ * blocks of 2 MiB, one freed. */
 static int case_one(void)
 {
     enum { N = 1000, M = 300, B = 200, L = 3 };
@@ -57,21 +66,21 @@ static int case_one(void)
             fa_free(p[i]);
     }
     fa_stats_get(&after);
-    size_t s48 = class_of(&after, 40)->size, s1k = class_of(&after, 1000)->size;
-    CHECK(s48 == 48 && s1k == 1024);
+    size_t s40 = class_asked(&after, 40)->size, s1k = class_asked(&after, 1000)->size;
+    CHECKF(s40 == (FA_TEST_SECURE_LIB ? 64 : 48) && s1k == 1024, "classes %zu and %zu", s40, s1k);
     CHECKF(after.allocs - before.allocs == N + B + L + 3 * M, "allocs %llu", after.allocs - before.allocs);
     CHECKF(after.frees - before.frees == M + B + 1 + 3 * M, "frees %llu", after.frees - before.frees);
     CHECKF(after.in_use_blocks - before.in_use_blocks == N - M + L - 1, "in use %zu",
            after.in_use_blocks - before.in_use_blocks);
-    size_t want = (N - M) * s48 + (size_t)(L - 1) * (2 << 20);
+    size_t want = (N - M) * s40 + (size_t)(L - 1) * (2 << 20);
     CHECKF(after.in_use - before.in_use == want, "in use %zu B, expected %zu", after.in_use - before.in_use, want);
-    CHECK(after.allocated_bytes - before.allocated_bytes == (N + 3 * M) * s48 + B * s1k + (size_t)L * (2 << 20));
-    CHECK(after.freed_bytes - before.freed_bytes == 4 * M * s48 + B * s1k + (2 << 20));
-    const struct fa_class_stats *a = class_of(&after, 40), *b = class_of(&before, 40);
+    CHECK(after.allocated_bytes - before.allocated_bytes == (N + 3 * M) * s40 + B * s1k + (size_t)L * (2 << 20));
+    CHECK(after.freed_bytes - before.freed_bytes == 4 * M * s40 + B * s1k + (2 << 20));
+    const struct fa_class_stats *a = class_asked(&after, 40), *b = class_asked(&before, 40);
     CHECK(a->allocs - b->allocs == N + 3 * M);
     CHECK(a->in_use_blocks - b->in_use_blocks == N - M);
     CHECK(a->spans >= 1);
-    CHECK(class_of(&after, 1000)->in_use_blocks == class_of(&before, 1000)->in_use_blocks);
+    CHECK(class_asked(&after, 1000)->in_use_blocks == class_asked(&before, 1000)->in_use_blocks);
     /* Most allocations take the fast path. */
     CHECKF(a->slow_allocs - b->slow_allocs < N / 4, "%llu slow of %d", a->slow_allocs - b->slow_allocs, N + 3 * M);
     CHECK(after.peak_in_use >= after.in_spans + after.large);
@@ -122,11 +131,11 @@ static int case_threads(void)
     fa_stats_get(&after);
     unsigned long long allocs = 0, frees = 0, bytes = 0;
     for (int t = 0; t < T; t++) {
-        size_t sz = class_of(&after, tsize[t])->size;
+        size_t sz = class_asked(&after, tsize[t])->size;
         allocs += K + K / 10;
         frees += K;
         bytes += (K / 10) * sz;
-        const struct fa_class_stats *a = class_of(&after, tsize[t]), *b = class_of(&before, tsize[t]);
+        const struct fa_class_stats *a = class_asked(&after, tsize[t]), *b = class_asked(&before, tsize[t]);
         CHECKF(a->allocs - b->allocs == K + K / 10, "%zu B: allocs %llu", tsize[t], a->allocs - b->allocs);
         CHECKF(a->in_use_blocks - b->in_use_blocks == K / 10, "%zu B: in use %zu", tsize[t],
                a->in_use_blocks - b->in_use_blocks);
@@ -340,10 +349,12 @@ static int case_pid(void)
         "            c = cls(j, osize)\n"
         "            assert c['in_use_blocks'] < on, ('blocks of process %d' % opid, pid, c)\n"
         "print('parsed', len(procs))\n";
+    /* The script finds each size's class: the class of the size and, in
+     * the hardened library, its tail (util.h, TEST_TAIL). */
     char proc[3][64];
-    snprintf(proc[0], sizeof proc[0], "%d,%zu,%d", self, pid_size_n, PID_N);
-    snprintf(proc[1], sizeof proc[1], "%d,%zu,%d", f, pid_size_f, PID_F);
-    snprintf(proc[2], sizeof proc[2], "%d,%zu,%d", e, pid_size_e, PID_E);
+    snprintf(proc[0], sizeof proc[0], "%d,%zu,%d", self, pid_size_n + TEST_TAIL, PID_N);
+    snprintf(proc[1], sizeof proc[1], "%d,%zu,%d", f, pid_size_f + TEST_TAIL, PID_F);
+    snprintf(proc[2], sizeof proc[2], "%d,%zu,%d", e, pid_size_e + TEST_TAIL, PID_E);
     char *pargv[] = {"python3", "-c", (char *)script, dir, proc[0], proc[1], proc[2], NULL};
     child_run(&r, NULL, NULL, pargv);
     for (int i = 0; i < 3; i++) {

@@ -157,4 +157,40 @@ static inline size_t resident_bytes(const void *p, size_t n)
     return r * pg;
 }
 
+/* ---- the hardened library (docs/SECURITY.md).  A suite built twice
+ * (tests/CMakeLists.txt, fa_test SECURE) is compiled with
+ * FA_TEST_SECURE_LIB=1 for the program linked against libfastalloc-secure,
+ * and adapts its expectations with these, fixed here from SECURITY.md and
+ * the sources named, never read from the library under test:
+ *   - every small request gains a tail of TEST_TAIL bytes (02-records/
+ *     tail.h: 2 bytes of record and 8 of canary), so that a request of n
+ *     bytes lands in the size class of n + TEST_TAIL, and requests of up to
+ *     256 KiB - TEST_TAIL bytes are small;
+ *   - malloc_usable_size says the bytes asked for, or 16 for fewer;
+ *   - a large block has a guard page of TEST_GUARD bytes after it (the page
+ *     heap's 8 KiB page), so that two large blocks cut one after the other
+ *     lie TEST_GUARD bytes apart;
+ *   - a large block that is freed waits, guarded, in a keeper the threads
+ *     share unless it is bigger than TEST_SHARED_MAX: fa_trim hands the
+ *     keeper's blocks to the page heap (06-large/large.c). */
+#ifndef FA_TEST_SECURE_LIB
+#define FA_TEST_SECURE_LIB 0
+#endif
+#if FA_TEST_SECURE_LIB
+#define TEST_TAIL ((size_t)10)
+#define TEST_GUARD ((size_t)8192)
+#define TEST_SHARED_MAX ((size_t)16 << 20)
+#else
+#define TEST_TAIL ((size_t)0)
+#define TEST_GUARD ((size_t)0)
+#endif
+
+/* The usable size of a block asked for n bytes in the hardened library:
+ * exactly n, or 16 for fewer (a free block's link and mark fill its first
+ * 16 bytes). */
+__attribute__((unused)) static size_t test_secure_usable(size_t n)
+{
+    return n < 16 ? 16 : n;
+}
+
 #endif
