@@ -57,6 +57,13 @@ __attribute__((no_sanitize_address)) uint16_t fa__tail_raw16(const char *p)
 {
     return __atomic_load_n((const uint16_t *)p, __ATOMIC_ACQUIRE);
 }
+#elif FA_SECURE && defined(__SANITIZE_THREAD__)
+FA_RACY_READER uint64_t fa__tail_racy64(const char *p)
+{
+    uint64_t v;
+    __builtin_memcpy(&v, p, 8);
+    return v;
+}
 #endif
 
 void fa__tail_check_below(void *p, const void *me)

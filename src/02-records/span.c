@@ -41,7 +41,9 @@ void *fa__span_carve(struct fa__span *s, uint32_t n, void *tail)
     if (n > ci->objs - s->carved)
         n = ci->objs - s->carved;
     uintptr_t first = s->start + (uintptr_t)s->carved * ci->size;
-    s->carved += n;
+    /* Atomic, for the hardened build's block-start check in other
+     * threads' frees (span.h); a plain store on x86. */
+    __atomic_store_n(&s->carved, (uint16_t)(s->carved + n), __ATOMIC_RELAXED);
     s->used += n;
 #if FA_SECURE
     /* Zeroed, as a freed block is (scrubbed) with `secure_zero`, then

@@ -134,11 +134,13 @@ FA_INLINE uint64_t fa__span_block_index(const struct fa__span *s, uintptr_t a)
 }
 
 /* Whether a is the start of a block of s that has been cut (the hardened
- * build's check of every free). */
+ * build's check of every free).  Any thread's free asks, while the owner
+ * may be cutting more (fa__span_carve stores carved atomically): a block
+ * that was handed out was cut before, so an older count still covers it. */
 FA_INLINE bool fa__span_block_start(const struct fa__span *s, uintptr_t a)
 {
     uint64_t q = fa__span_block_index(s, a);
-    return q * fa__classes[s->cls].size == a - s->start && q < s->carved;
+    return q * fa__classes[s->cls].size == a - s->start && q < __atomic_load_n(&s->carved, __ATOMIC_RELAXED);
 }
 
 /* The most blocks one fa__span_carve cuts. */

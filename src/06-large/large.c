@@ -102,7 +102,7 @@ static struct fa__span *shared_take(unsigned i)
     /* fa__memmove, not a loop the compiler would turn into a call of
      * memmove, which the hardened library's bounds.c exports. */
     fa__memmove(&shared.slot[i], &shared.slot[i + 1], (shared.n - i - 1) * sizeof shared.slot[0]);
-    shared.n--;
+    __atomic_store_n(&shared.n, shared.n - 1, __ATOMIC_RELAXED); /* peeked at (shared_fit) */
     if (i < shared.fresh)
         shared.fresh--;
     shared.bytes -= span_bytes(s);
@@ -128,7 +128,8 @@ static void release(struct fa__span *s)
             out[nout++] = shared_take(0);
         __atomic_store_n(&s->state, FA_SPAN_CACHED, __ATOMIC_RELAXED);
         FA_POISON((void *)s->start, bytes);
-        shared.slot[shared.n++] = s;
+        shared.slot[shared.n] = s;
+        __atomic_store_n(&shared.n, shared.n + 1, __ATOMIC_RELAXED);
         shared.bytes += bytes;
     }
     fa__unlock(&shared.lock);

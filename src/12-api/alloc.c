@@ -110,7 +110,10 @@ void *fa_realloc(void *p, size_t size)
          * class moves, so that a block shrunk for good gives back the memory
          * it no longer needs. */
         size_t old = held(p, cls);
-        if (size <= FA_MAX_SMALL - FA_TAIL && fa__size_to_class(size + FA_TAIL) == cls) {
+        /* Blocks too small for a tail (the hardened build's 16 bytes) hold
+         * whatever fits, as malloc_usable_size says. */
+        bool untailed = FA_SECURE && fa__classes[cls].size < FA_TAIL_MIN && size <= fa__classes[cls].size;
+        if (size <= FA_MAX_SMALL - FA_TAIL && (untailed || fa__size_to_class(size + FA_TAIL) == cls)) {
             fa__tail_set(p, size, fa__classes[cls].size);
             return p;
         }
@@ -125,7 +128,9 @@ void *fa_realloc(void *p, size_t size)
         return NULL;
     }
     size_t old = fa__large_size(s);
-    if (size > FA_MAX_SMALL && fa__large_resize(s, size)) {
+    /* A request that is small by itself but not with its tail is a large
+     * block in the hardened build, and resizes as one. */
+    if (size > FA_MAX_SMALL - FA_TAIL && fa__large_resize(s, size)) {
         /* The same block, counted as freed at its old size and allocated
          * at its new one. */
         if (fa__large_size(s) != old) {
