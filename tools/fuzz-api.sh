@@ -2,25 +2,25 @@
 # The fa_ API under libFuzzer, with ASan and UBSan (tools/fuzz-api.c): the
 # library's sources and the target compiled together by clang; each input is
 # a program of allocator calls whose blocks are checked after every call.
-#   tools/fuzz-api.sh [SECONDS [secure]]
-# "secure" builds the hardened variant (FA_SECURE) instead.  The corpus
-# starts from a few hand-written programs: small blocks, large blocks,
-# aligned ones, a realloc chain.
+#   tools/fuzz-api.sh [BUILD] [SECONDS [secure]]
+# BUILD (default build) is only where the run's files go: a first argument
+# of digits alone is SECONDS, so write a build folder named so as ./NAME.
+# "secure" builds the hardened variant (FA_SECURE) instead.  It starts from
+# a copy of the inputs kept in tests/fuzz/api/: hand-written programs (small
+# blocks, large blocks, aligned ones, a realloc chain) and every crash input
+# found.  The copy, BUILD/fuzz/api[-secure]/corpus/, keeps what libFuzzer
+# finds between runs; a crash's input goes to BUILD/fuzz/api[-secure]/
+# artifacts/, and the script says how to keep it (tools/fuzz-replay.sh
+# --fuzz).
 set -eu
+build=build
+case ${1:-} in
+'' | *[!0-9]*)
+    [ $# -gt 0 ] && build=$1 && shift
+    ;;
+esac
 secs=${1:-120}
+target=api
+[ "${2:-}" = secure ] && target=api-secure
 top=$(cd "$(dirname "$0")/.." && pwd)
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-defs=""
-[ "${2:-}" = secure ] && defs="-DFA_SECURE=1"
-# shellcheck disable=SC2086
-clang -g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $defs \
-    -ftls-model=initial-exec -I"$top/include" -I"$top/src" \
-    "$top"/src/*/*.c "$top/tools/fuzz-api.c" -o "$dir/fuzz" -lpthread -ldl -lgcc_s
-mkdir "$dir/corpus"
-# op byte: op | slot << 3; then the size's two bytes; then flags/alignment.
-printf '\000\020\000\000\010\040\000\000\050\000\000\000\020\000\001\000' >"$dir/corpus/small"
-printf '\000\000\100\200\011\000\020\300\050\000\000\000\051\000\000\000' >"$dir/corpus/large"
-printf '\003\100\000\006\013\000\002\054\033\020\000\012\050\000\000\000' >"$dir/corpus/aligned"
-printf '\001\020\000\000\004\000\001\000\004\000\100\200\004\010\000\000\007\000\000\000' >"$dir/corpus/realloc"
-"$dir/fuzz" -max_total_time="$secs" -rss_limit_mb=4096 -max_len=4096 -print_final_stats=1 "$dir/corpus"
+exec sh "$top/tools/fuzz-replay.sh" --fuzz "$secs" "$target" "$build" -rss_limit_mb=4096 -max_len=4096
