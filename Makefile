@@ -1,6 +1,7 @@
 # Thin wrapper over CMake.  BUILD picks the build folder; CC the compiler;
 # SANITIZE=1 builds with ASan+UBSan, TSAN=1 with ThreadSanitizer (fa_ API
-# only), UBSAN=1 with UndefinedBehaviorSanitizer alone (malloc exported).  make bench: QUICK=1 for
+# only), UBSAN=1 with UndefinedBehaviorSanitizer alone (malloc exported);
+# STRESS_SECONDS for the long stress test (120 by default).  make bench: QUICK=1 for
 # the smoke run, BENCH_FLAGS for more options of bench/run.py.
 BUILD ?= build
 PREFIX ?= /usr/local
@@ -11,6 +12,9 @@ CMAKE_FLAGS += -DFA_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=RelWithDebInfo
 endif
 ifeq ($(TSAN),1)
 CMAKE_FLAGS += -DFA_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo
+endif
+ifneq ($(STRESS_SECONDS),)
+CMAKE_FLAGS += -DFA_STRESS_SECONDS=$(STRESS_SECONDS)
 endif
 ifeq ($(UBSAN),1)
 CMAKE_FLAGS += -DFA_SANITIZE=undefined -DCMAKE_BUILD_TYPE=RelWithDebInfo
