@@ -1,5 +1,5 @@
-/* Backtraces for the diagnostic modes: the calling thread's id, the
- * calling stack with the allocator's own frames left out, and a stack
+/* Backtraces for the diagnostic modes: the calling stack with the
+ * allocator's own frames left out, and a stack
  * printed one frame a line.  Debug mode records where each block was
  * allocated and freed, its reports print them, and the hooks take the
  * call's site from here.  Calls nothing else in 09-diag (debug_int.h gives

@@ -4,7 +4,7 @@
  *
  * The files, in the order of their calls: each calls only files above it
  * in this list, so that no two of them call each other.
- *   backtrace.c  thread ids; the calling stack, captured and printed
+ *   backtrace.c  the calling stack, captured and printed
  *   blocks.c     the underlying blocks: taking one (small from the
  *                thread's cache, large from the page heap), and finding the
  *                one that holds an address
@@ -14,8 +14,10 @@
  *   leaks.c      the leak report at exit; calls checked.c, backtrace.c
  *   hooks.c      the hooks and their sampling; calls backtrace.c
  *   traced.c     traced blocks (a trace without checks); calls blocks.c
+ *   textout.c    text to a file descriptor through a buffer, with no
+ *                allocation and no stdio
  *   profile.c    the sampled heap profile: sampled blocks, their table,
- *                the dump; calls backtrace.c
+ *                the dump; calls backtrace.c, textout.c
  *   debug.c      the entry points every mode takes, and start-up; calls
  *                all of the above, and the trace recorder (trace.c)
  * memcheck.h, valgrind's client requests, is macros and calls none of
@@ -109,6 +111,22 @@ struct fa__trace_hdr *fa__dbg_traced_hdr(const void *p) FA_HIDDEN;
  * program as it does outside the modes. */
 struct fa__trace_hdr *fa__dbg_traced_hdr_or_die(void *p, const char *who) FA_HIDDEN;
 size_t fa__dbg_traced_usable(void *p, const char *who) FA_HIDDEN;
+
+/* ---- textout.c ---- a writer the heap profile's dump uses: start it on
+ * an open fd, write, flush; err is the first write's errno, 0 if none. */
+struct fa__textout {
+    int fd, err;
+    size_t len;
+    char buf[16384];
+};
+void fa__out_start(struct fa__textout *o, int fd) FA_HIDDEN;
+void fa__out(struct fa__textout *o, const char *s, size_t n) FA_HIDDEN;
+void fa__out_str(struct fa__textout *o, const char *s) FA_HIDDEN;
+void fa__out_dec(struct fa__textout *o, uint64_t v) FA_HIDDEN;
+void fa__out_hex(struct fa__textout *o, uint64_t v) FA_HIDDEN;
+/* Copy what fd reads to the end into the output. */
+void fa__out_file(struct fa__textout *o, int fd) FA_HIDDEN;
+void fa__out_flush(struct fa__textout *o) FA_HIDDEN;
 
 /* ---- profile.c ---- (what the api layer calls is in debug.h) */
 

@@ -17,10 +17,13 @@
  * sampled blocks.  At the default interval the page per sample is at most
  * 1/64 more memory (8 KiB per 512 KiB allocated).
  *
- * The profile is a diagnostic mode (00-base/diag.h): while it is on, every
- * call leaves the fast paths and comes here through debug.c, which keeps
- * plain blocks.  It is refused with debug mode, memcheck or a trace, whose
- * blocks have headers of their own.  Calls backtrace.c; debug.c calls it
+ * With the profile alone on, the thread caches stay in view of the fast
+ * paths: each refill counts the blocks it hands a cache (fa__prof_meter)
+ * and cuts the list where the sampling distance runs out, so that the
+ * class's next miss is the sample; large blocks are counted one by one.
+ * With hooks or a trace too, every call comes here through debug.c.  It is
+ * refused with debug mode, memcheck or a trace, whose blocks have headers
+ * of their own.  Calls backtrace.c and textout.c; debug.c calls it
  * (debug_int.h gives the order). */
 #define _GNU_SOURCE
 #include "09-diag/debug_int.h"
@@ -286,84 +289,26 @@ void fa__prof_free(void *p)
 
 /* Output through one buffer, under the lock: a dump may run inside a
  * malloc (after the signal), so it neither allocates nor uses stdio. */
-static char obuf[16384];
-static size_t olen;
-static int ofd, oerr;
-
-static void out_flush(void)
-{
-    size_t done = 0;
-    while (done < olen && oerr == 0) {
-        ssize_t w = write(ofd, obuf + done, olen - done);
-        if (w > 0)
-            done += (size_t)w;
-        else if (w < 0 && errno != EINTR)
-            oerr = errno;
-    }
-    olen = 0;
-}
-
-static void out(const char *s, size_t n)
-{
-    while (n > 0) {
-        if (olen == sizeof obuf)
-            out_flush();
-        size_t k = sizeof obuf - olen < n ? sizeof obuf - olen : n;
-        fa__memcpy(obuf + olen, s, k);
-        olen += k;
-        s += k;
-        n -= k;
-    }
-}
-
-static void out_str(const char *s)
-{
-    out(s, strlen(s));
-}
-
-static void out_dec(uint64_t v)
-{
-    char b[24];
-    int i = sizeof b;
-    do
-        b[--i] = (char)('0' + v % 10);
-    while ((v /= 10) != 0);
-    out(b + i, sizeof b - i);
-}
-
-static void out_hex(uint64_t v)
-{
-    char b[24];
-    int i = sizeof b;
-    do
-        b[--i] = "0123456789abcdef"[v & 15];
-    while ((v >>= 4) != 0);
-    b[--i] = 'x';
-    b[--i] = '0';
-    out(b + i, sizeof b - i);
-}
+static struct fa__textout obuf;
 
 /* "N: B [N: B]": the live count and bytes, and the same again where
  * gperftools puts what was allocated in all (only live samples are kept). */
 static void out_counts(uint64_t n, uint64_t bytes)
 {
-    out_dec(n);
-    out_str(": ");
-    out_dec(bytes);
-    out_str(" [");
-    out_dec(n);
-    out_str(": ");
-    out_dec(bytes);
-    out_str("]");
+    for (int twice = 0; twice < 2; twice++) {
+        fa__out_str(&obuf, twice ? " [" : "");
+        fa__out_dec(&obuf, n);
+        fa__out_str(&obuf, ": ");
+        fa__out_dec(&obuf, bytes);
+    }
+    fa__out_str(&obuf, "]");
 }
 
 /* The profile to the open file fd; 0 or an errno value.  Caller holds the
  * lock. */
 static int write_profile(int fd)
 {
-    ofd = fd;
-    olen = 0;
-    oerr = 0;
+    fa__out_start(&obuf, fd);
     uint64_t n = 0, bytes = 0;
     for (size_t i = 0; i < cap; i++) {
         if (table[i].addr > 1) {
@@ -371,43 +316,34 @@ static int write_profile(int fd)
             bytes += table[i].size;
         }
     }
-    out_str("heap profile: ");
+    fa__out_str(&obuf, "heap profile: ");
     out_counts(n, bytes);
-    out_str(" @ heap_v2/");
-    out_dec(__atomic_load_n(&fa__opt.profile_interval, __ATOMIC_RELAXED));
-    out_str("\n");
+    fa__out_str(&obuf, " @ heap_v2/");
+    fa__out_dec(&obuf, __atomic_load_n(&fa__opt.profile_interval, __ATOMIC_RELAXED));
+    fa__out_str(&obuf, "\n");
     for (size_t i = 0; i < cap; i++) {
         const struct sample *s = &table[i];
         if (s->addr <= 1)
             continue;
         out_counts(1, s->size);
-        out_str(" @");
+        fa__out_str(&obuf, " @");
         /* pprof takes one from every address but the first, to land in
          * the call: the first, a return address too, is moved here. */
         for (unsigned f = 0; f < s->n; f++) {
-            out_str(" ");
-            out_hex((uintptr_t)s->at[f] - (f == 0));
+            fa__out_str(&obuf, " ");
+            fa__out_hex(&obuf, (uintptr_t)s->at[f] - (f == 0));
         }
-        out_str("\n");
+        fa__out_str(&obuf, "\n");
     }
     /* Where each object was loaded, for pprof to name the addresses. */
-    out_str("\nMAPPED_LIBRARIES:\n");
+    fa__out_str(&obuf, "\nMAPPED_LIBRARIES:\n");
     int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (maps >= 0) {
-        for (;;) {
-            if (olen == sizeof obuf)
-                out_flush();
-            ssize_t r = read(maps, obuf + olen, sizeof obuf - olen);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0)
-                break;
-            olen += (size_t)r;
-        }
+        fa__out_file(&obuf, maps);
         close(maps);
     }
-    out_flush();
-    return oerr;
+    fa__out_flush(&obuf);
+    return obuf.err;
 }
 
 /* The file the profile's path names, "%p" replaced by the process id; a
