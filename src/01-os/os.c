@@ -78,8 +78,8 @@ bool fa__os_commit(void *p, size_t size)
 /* Linux 6.13 and later mark guard pages in the page tables (madvise's
  * guard regions): no split of the mapping, and the mmap lock taken for
  * reading, where mprotect takes it for writing and splits the mapping in
- * three.  Under 4 threads freeing large blocks, mprotect's guards made
- * malloc 20x slower (docs/HISTORY.md, #26).  Older kernels answer EINVAL
+ * three, which stalls every thread that faults or maps meanwhile (the
+ * cost is in docs/HISTORY.md, #26).  Older kernels answer EINVAL
  * and get mprotect, the same for every guard of the process. */
 #ifndef MADV_GUARD_INSTALL
 #define MADV_GUARD_INSTALL 102

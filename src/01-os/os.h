@@ -24,8 +24,8 @@ bool fa__os_unguard(void *p, size_t size) FA_HIDDEN;
  * not read as zero; otherwise (MADV_DONTNEED) they go now and read as zero. */
 void fa__os_release(void *p, size_t size, bool lazy) FA_HIDDEN;
 /* Fault the pages of [p, p + size) in now, writable, with one call: what
- * first touches would do page by page, at a tenth of their cost on the
- * virtual machines measured (docs/HISTORY.md, #25).  For memory that is
+ * first touches would do page by page, for far less than their cost (one
+ * kernel entry instead of a fault a page: docs/HISTORY.md, #25).  For memory that is
  * about to be written whole; nothing happens where the kernel cannot. */
 void fa__os_populate(void *p, size_t size) FA_HIDDEN;
 /* Ask for transparent huge pages on an aligned range. */
