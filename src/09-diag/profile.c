@@ -94,7 +94,7 @@ static bool grow(void)
             size_t k = slot_of(table[i].addr, ncap);
             while (t[k].addr != 0)
                 k = (k + 1) & (ncap - 1);
-            t[k] = table[i];
+            fa__memcpy(&t[k], &table[i], sizeof t[k]); /* not a struct copy: see put() */
         }
     }
     if (table != NULL)
@@ -114,7 +114,9 @@ static bool put(const struct sample *s)
         k = (k + 1) & (cap - 1);
     if (table[k].addr == 0)
         used++;
-    table[k] = *s;
+    /* fa__memcpy, not a struct copy, which the compiler may make a call of
+     * memcpy: the hardened library's is bounds.c's bounded one. */
+    fa__memcpy(&table[k], s, sizeof *s);
     live++;
     return true;
 }
@@ -202,7 +204,10 @@ static void *sample(size_t size, size_t align, bool zero, size_t w)
     void *p = fa__tc_alloc_large(size, align, zero);
     if (p == NULL)
         return NULL;
-    struct sample s = {.addr = (uintptr_t)p, .size = w};
+    struct sample s;
+    fa__memset(&s, 0, sizeof s); /* as put() copies */
+    s.addr = (uintptr_t)p;
+    s.size = w;
     s.n = fa__dbg_capture_n(s.at, FRAMES);
     fa__lock(&lock);
     bool kept = put(&s);
