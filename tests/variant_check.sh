@@ -10,9 +10,11 @@
 #       (17: two rounds of 8 and main) and cross-thread frees.
 #   variant_check.sh profile FILE TOOL PROGRAM [ARGS...]
 #       PROGRAM runs with FASTALLOC_PROFILE=FILE (the interval comes from
-#       the environment); then the file must be a heap_v2 profile whose
-#       header counts its own sample lines, and `TOOL --text PROGRAM FILE`
-#       (google-pprof) must read it.  Without google-pprof: exit 77.
+#       the environment) and FA_TEST_LIVE_AT_EXIT=1, which has test_stress
+#       keep a 3 MiB block live at exit; then the file must be a heap_v2
+#       profile whose header counts its own sample lines, and
+#       `TOOL --text PROGRAM FILE` (google-pprof) must read it and count at
+#       least those 3 MiB live.  Without google-pprof: exit 77.
 #
 # Which library serves the run is the program's own check (expect_build.c,
 # before main).
@@ -24,7 +26,7 @@ case $kind in
 trace) FASTALLOC_TRACE=$file "$@" || { echo "variant_check: $* failed"; exit 1; } ;;
 profile)
     command -v "$tool" >/dev/null 2>&1 || { echo "SKIP: $tool is not installed (Debian: google-perftools)"; exit 77; }
-    FASTALLOC_PROFILE=$file "$@" || { echo "variant_check: $* failed"; exit 1; } ;;
+    FASTALLOC_PROFILE=$file FA_TEST_LIVE_AT_EXIT=1 "$@" || { echo "variant_check: $* failed"; exit 1; } ;;
 *) echo "usage: variant_check.sh trace|profile FILE TOOL PROGRAM [ARGS...]"; exit 2 ;;
 esac
 [ -s "$file" ] || { echo "variant_check: $kind file $file was not written"; exit 1; }
@@ -51,7 +53,12 @@ profile)
         exit 1
     fi
     "$tool" --text "$1" "$file" >"$out" 2>&1 || { cat "$out"; echo "variant_check: $tool refused the profile"; exit 1; }
-    grep -q '^Total:' "$out" || { cat "$out"; echo "variant_check: $tool printed no total"; exit 1; }
+    total=$(sed -n 's/^Total: *\([0-9.]*\) MB.*/\1/p' "$out")
+    if [ -z "$total" ] || ! awk -v t="$total" 'BEGIN { exit !(t >= 3.0) }'; then
+        cat "$out"
+        echo "variant_check: $tool counts ${total:-no} MB live at exit, not the 3 MiB block kept live"
+        exit 1
+    fi
     echo "variant_check: profile read back: $n samples; $(grep '^Total:' "$out")" ;;
 esac
 exit 0
