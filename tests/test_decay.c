@@ -155,6 +155,17 @@ static void timed_purge(void)
            waited);
 }
 
+/* The cases that bound the process's resident memory or its page faults:
+ * under ThreadSanitizer every heap page has shadow pages of its own, resident
+ * and faulted in beside it, so no such bound holds there.  A visible skip
+ * (tests/skips.txt lists each). */
+static int tsan_skip(const char *name)
+{
+    printf("SKIP: test_decay %s bounds RSS or page faults, which ThreadSanitizer's shadow memory multiplies\n",
+           name);
+    return 77;
+}
+
 static int peak_case(const char *name)
 {
     /* 1 GiB in every build: the page heap keeps up to 16 MiB of dirty pages
@@ -170,21 +181,17 @@ static int peak_case(const char *name)
     size_t rss = rss_bytes();
     printf("peak %zu MiB, RSS after %zu MiB (%zu MiB before the peak)\n", peak >> 20, rss >> 20,
            baseline >> 20);
-    CHECKF(rss < baseline + (peak - baseline) / 20, "RSS %zu MiB of a %zu MiB peak (baseline %zu MiB)",
-           rss >> 20, peak >> 20, baseline >> 20);
+    if (!TEST_TSAN)
+        CHECKF(rss < baseline + (peak - baseline) / 20, "RSS %zu MiB of a %zu MiB peak (baseline %zu MiB)",
+               rss >> 20, peak >> 20, baseline >> 20);
     timed_purge();
+    if (TEST_TSAN) {
+        /* The threads, the fall and the timed purge ran, for the sanitizer
+         * to watch; the RSS bound did not. */
+        check_done(name);
+        return tsan_skip(name + strlen("test_decay "));
+    }
     return check_done(name);
-}
-
-/* The cases that bound the process's resident memory or its page faults:
- * under ThreadSanitizer every heap page has shadow pages of its own, resident
- * and faulted in beside it, so no such bound holds there.  A visible skip
- * (tests/skips.txt lists each). */
-static int tsan_skip(const char *name)
-{
-    printf("SKIP: test_decay %s bounds RSS or page faults, which ThreadSanitizer's shadow memory multiplies\n",
-           name);
-    return 77;
 }
 
 static int case_peak(void)

@@ -228,11 +228,13 @@ int main(void)
      * length; one step is allowed for the threads' interleaving (a short run,
      * 20,000 operations a thread, once stopped its first round at 124 MiB and
      * took the step in its second), and losing one free in 50 in the second
-     * round alone took two or three. */
+     * round alone took two or three.  The step comes with the records it
+     * needs (span records, page-map leaves: 2 MiB more seen under
+     * ThreadSanitizer, whose second round took the step), allowed too. */
     printf("%llu MiB allocated in all\n", (unsigned long long)(alloc_bytes / MiB));
     CHECKF(map[0] <= 384 * MiB, "mapped %zu MiB for %llu MiB allocated", map[0] / MiB,
            (unsigned long long)(alloc_bytes / 2 / MiB));
-    CHECKF(map[1] <= map[0] + 64 * MiB, "mapped grew from %zu to %zu MiB", map[0] / MiB, map[1] / MiB);
+    CHECKF(map[1] <= map[0] + 64 * MiB + 8 * MiB, "mapped grew from %zu to %zu MiB", map[0] / MiB, map[1] / MiB);
 
     fa_stats_t st;
     fa_stats(&st);
