@@ -155,7 +155,16 @@ TABLE_INTRO = {
                    "seed's claim: 32 threads, system malloc ~2 M ops/s, a lock-free pool > 50 M ops/s.",
     "producer-consumer": "Every block is freed by another thread than the one that allocated it: "
                          "P producers allocate 16..512 B, fill it, pass it through an SPSC ring; P "
-                         "consumers check it and free it. peak RSS = ru_maxrss of the process.",
+                         "consumers check it and free it. xferbag: P producers fill batches of 4,096 "
+                         "objects of 8..2048 B and push them onto one bag (a stack of at most 100 "
+                         "batches under a mutex), P consumers pop any batch and free its objects in a "
+                         "run (the Lever-Boreham xmalloc test's pattern). peak RSS = ru_maxrss of the "
+                         "process.",
+    "bursts": "Cross-thread frees in bursts, a server-like loop: 2 threads each allocate bursts of "
+              "1,000, 5,000 or 50,000 blocks of 192 B and hand them to the other, which checks and "
+              "frees them in a shuffled order; for every block a thread also mallocs a 1 KiB "
+              "\"session\" and frees the one made 16 before. median = ns per block of one thread "
+              "(lower is better).",
     "larson": "Larson-style server: each lineage keeps 1,000 live objects of 10..1,000 B, replaces a "
               "random one per operation, and hands its array to a new thread every 20,000 operations "
               "(the old thread exits).",

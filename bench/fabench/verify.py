@@ -170,6 +170,35 @@ def expect_prodcons(o: dict, out: dict) -> list[str]:
     return r.problems
 
 
+def expect_xferbag(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    p, n = count(o.get("producers", 1)), count(o.get("objects", "2M"))
+    batch, bag, size = count(o.get("batch", 4096)), count(o.get("bag", 100)), count(o.get("size", 0))
+    r.equal("blocks", p * n, f"{p} producers x {n} objects, checked by the consumers")
+    r.equal("full", p * -(-n // 16), f"every 16th of {p} x {n} objects")
+    r.equal("batches", p * -(-n // batch), f"{p} producers x {n} objects in batches of {batch}")
+    r.bytes_of_full(*((size, size) if size else (8, 2048)))
+    most = out.get("max_in_bag")
+    if isinstance(most, bool) or not isinstance(most, int) or not 1 <= most <= bag:
+        r.problems.append(f"max_in_bag = {most!r}, expected 1..{bag} (--bag)")
+    return r.problems
+
+
+def expect_bursts(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    t, burst, size = count(o.get("threads", 2)), count(o.get("burst", 1000)), count(o.get("size", 192))
+    bursts = count(o.get("blocks", "2M")) // burst   # per thread: whole bursts only
+    n = bursts * burst
+    r.equal("blocks", t * n, f"{t} threads x {bursts} bursts x {burst} blocks, each freed by the next thread")
+    r.equal("full", t * -(-n // 16), f"every 16th of {t} x {n} blocks")
+    r.equal("bytes", t * -(-n // 16) * size, f"full checks of {size} B")
+    r.equal("sessions", t * n, f"a session per block, {t} x {n}")
+    r.equal("bursts", t * bursts, f"{t} threads x {bursts} bursts received")
+    if out.get("blocks") != n:
+        r.problems.append(f"blocks = {out.get('blocks')!r}, expected {n} (blocks per thread, whole bursts)")
+    return r.problems
+
+
 def expect_larson(o: dict, out: dict) -> list[str]:
     r = Report(out)
     t, slots, ops = count(o.get("threads", 2)), count(o.get("slots", 1000)), count(o.get("ops", "2M"))
@@ -429,6 +458,8 @@ EXPECT: dict[str, Callable[[dict, dict], list[str]]] = {
     "strings_O0": expect_strings,
     "objpool": expect_objpool,
     "prodcons": expect_prodcons,
+    "xferbag": expect_xferbag,
+    "bursts": expect_bursts,
     "larson": expect_larson,
     "rsspeak": expect_rsspeak,
     "manythreads": expect_manythreads,

@@ -240,6 +240,32 @@ WORKLOADS: list[Workload] = [
              table="producer-consumer", threads=2,
              title="1 producer -> SPSC ring -> 1 consumer, 64 B blocks, consumer frees; 10 rounds",
              rounds=(10, 0)),
+    # The Lever-Boreham xmalloc test's pattern (issue #39): producers fill
+    # batches of 4,096 objects of 8..2048 B (17 sizes) and push them onto a
+    # shared bag (a mutex-guarded stack of at most 100 batches); any
+    # consumer pops one, checks and frees its objects in a run.
+    *[Workload(f"xferbag-{p}+{p}", "xferbag",
+               ("--producers", str(p), "--objects", "{objects}", "--batch", "4096", "--bag", "100",
+                "--size", "0"),
+               params={"objects": objects}, quick={"objects": "20k"},
+               metric="ops_per_s", unit="M ops/s", higher_is_better=True, scale=1e-6,
+               table="producer-consumer", threads=2 * p,
+               title=f"{p} producer(s) -> bag of batches (4,096 objects each, at most 100 waiting) -> "
+                     f"{p} consumer(s), 8..2048 B mixed, consumers free whole batches")
+      for p, objects in ((1, "2M"), (4, "500k"))],
+
+    # -- 5b. bursts (issue #39): cross-thread frees in bursts, a server-like
+    #    loop: each thread allocates bursts of 192 B blocks (and a 1 KiB
+    #    "session" per block, 16 live), hands each burst to the next thread
+    #    and frees its predecessor's in a shuffled order.
+    *[Workload(f"bursts-{name}", "bursts",
+               ("--threads", "2", "--burst", str(burst), "--blocks", "{blocks}", "--size", "192",
+                "--session", "1024", "--live", "16"),
+               params={"blocks": "2M"}, quick={"blocks": "100k"},
+               metric="ns_per_block", unit="ns/block", table="bursts", threads=2,
+               title=f"2 threads, each handing bursts of {burst:,} blocks of 192 B to the other, which "
+                     "frees them shuffled; a 1 KiB session per block (16 live); 2M blocks per thread")
+      for name, burst in (("1k", 1000), ("5k", 5000), ("50k", 50000))],
 
     # -- 6. larson-style server
     *[Workload(f"larson-{t}t", "larson",
