@@ -42,11 +42,21 @@ struct fa__ph_state {
 };
 extern struct fa__ph_state fa__ph FA_HIDDEN;
 
-/* A part cut from a dirty span keeps at most its own size of dirty pages:
- * where in the span they lie is not known. */
+/* A free span's dirty pages (those that may be resident) are its first
+ * ndirty pages: coalescing keeps them so (fa__ph_coalesce_insert), and a
+ * span is always cut from its low end, so resident pages go out before
+ * clean ones.  The first npages pages of s hold this many of them. */
 static inline uint32_t dirty_part(uint32_t ndirty, size_t npages)
 {
     return ndirty < npages ? ndirty : (uint32_t)npages;
+}
+
+/* The first npages pages of free span s (off the lists) are cut off: the
+ * dirty pages left to the rest. */
+static inline void dirty_cut(struct fa__span *s, size_t npages)
+{
+    s->ndirty -= dirty_part(s->ndirty, npages);
+    s->dirty = s->ndirty > 0;
 }
 
 static inline size_t in_use(void)
@@ -63,6 +73,9 @@ void fa__ph_span_delete(struct fa__span *s) FA_HIDDEN;
  * them again. */
 void fa__ph_insert_free(struct fa__span *s) FA_HIDDEN;
 void fa__ph_remove_free(struct fa__span *s) FA_HIDDEN;
+/* A free span purged where it lies goes to the end of its list, behind
+ * the dirty ones (find_free, pageheap.c). */
+void fa__ph_requeue_clean(struct fa__span *s) FA_HIDDEN;
 /* Off the dirty list (the span stays on its free list). */
 void fa__ph_dirty_del(struct fa__span *s) FA_HIDDEN;
 /* The free span that covers page_addr, or NULL. */

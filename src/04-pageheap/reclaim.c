@@ -69,6 +69,7 @@ static size_t purge_span(struct fa__span *s)
     size_t n = fa__ph_release_pages(s);
     fa__ph.st.purged_bytes += n;
     fa__ph.st.purges++;
+    fa__ph_requeue_clean(s);
     return n;
 }
 

@@ -8,9 +8,11 @@
  * needs a new span, or gives an empty one back, and for large blocks, so the
  * lock is taken once per tens of kilobytes allocated at most.
  *
- * Invariant: no two free spans are adjacent (they would have been merged), and
- * the first and last page of every free span map to it in the page map, which
- * is what lets a span find its neighbours in O(1). */
+ * Invariants: a free span's dirty pages are its first ndirty; two free
+ * spans are adjacent only where merging them would break that (a clean
+ * span below a dirty one), or where one was purged in place; and the first
+ * and last page of every free span map to it in the page map, which is
+ * what lets a span find its neighbours in O(1). */
 #include "04-pageheap/heap_int.h"
 #include "00-base/mem.h"
 #include "02-records/meta.h"
@@ -75,10 +77,21 @@ void fa__ph_insert_free(struct fa__span *s)
     s->cls = 0;
     fa__pm_set_one(s->start, s, 0);
     fa__pm_set_one(s->start + (s->npages - 1) * FA_PAGE_SIZE, s, 0);
-    fa__list_push(list_for(s->npages), &s->link);
+    /* Dirty spans first, clean ones last: find_free reads the head of a
+     * list to tell whether it has resident pages to give. */
+    if (s->dirty)
+        fa__list_push(list_for(s->npages), &s->link);
+    else
+        fa__list_push_back(list_for(s->npages), &s->link);
     fa__ph.st.free_bytes += s->npages * FA_PAGE_SIZE;
     if (s->dirty)
         dirty_push(s);
+}
+
+void fa__ph_requeue_clean(struct fa__span *s)
+{
+    fa__list_del(&s->link);
+    fa__list_push_back(list_for(s->npages), &s->link);
 }
 
 void fa__ph_remove_free(struct fa__span *s)
@@ -118,11 +131,27 @@ struct fa__span *fa__ph_free_neighbour(uintptr_t page_addr)
     return n;
 }
 
+/* Whether free spans l and, right above it, r merge into one whose dirty
+ * pages come first: l has no clean page, or r no dirty one.  A clean span
+ * below a dirty one stays apart: cut from its low end, the merged span
+ * would hand out the clean pages, each a page fault, and keep the resident
+ * ones (#39: a heap that freed its 10 MB and took them again faulted 2.2
+ * MB of fresh pages, 4 pages at a time, off a span with 4 dirty pages
+ * on top of 284 clean ones). */
+static bool mergeable(const struct fa__span *l, const struct fa__span *r)
+{
+    return l->ndirty == l->npages || r->ndirty == 0;
+}
+
 /* Merge s (not on any list) with its free neighbours and insert it. */
 void fa__ph_coalesce_insert(struct fa__span *s)
 {
+    if (!s->dirty)
+        s->ndirty = 0;
     struct fa__span *l = fa__ph_free_neighbour(s->start - FA_PAGE_SIZE);
-    if (l != NULL) {
+    if (l != NULL && !l->dirty)
+        l->ndirty = 0;
+    if (l != NULL && mergeable(l, s)) {
         fa__ph_remove_free(l);
         s->start = l->start;
         s->npages += l->npages;
@@ -130,7 +159,9 @@ void fa__ph_coalesce_insert(struct fa__span *s)
         fa__ph_span_delete(l);
     }
     struct fa__span *r = fa__ph_free_neighbour(s->start + s->npages * FA_PAGE_SIZE);
-    if (r != NULL) {
+    if (r != NULL && !r->dirty)
+        r->ndirty = 0;
+    if (r != NULL && mergeable(s, r)) {
         fa__ph_remove_free(r);
         s->npages += r->npages;
         absorb(s, r);
