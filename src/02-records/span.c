@@ -82,7 +82,8 @@ unsigned fa__span_collect(struct fa__span *s)
     if (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) == 0)
         return 0;
     uintptr_t x = __atomic_exchange_n(&s->xfree, 0, __ATOMIC_ACQUIRE);
-    return fa__span_absorb(s, (void *)(x & ~FA_XFREE_DETACHED));
+    /* A detached span's word is no list (whoever takes it clears it). */
+    return fa__span_absorb(s, (x & FA_XFREE_DETACHED) ? NULL : (void *)x);
 }
 
 unsigned fa__span_absorb(struct fa__span *s, void *head)
@@ -108,9 +109,9 @@ unsigned fa__span_absorb(struct fa__span *s, void *head)
     return n;
 }
 
-bool fa__span_detach(struct fa__span *s)
+bool fa__span_detach(struct fa__span *s, const void *by)
 {
     uintptr_t zero = 0;
-    return __atomic_compare_exchange_n(&s->xfree, &zero, FA_XFREE_DETACHED, false, __ATOMIC_ACQ_REL,
+    return __atomic_compare_exchange_n(&s->xfree, &zero, (uintptr_t)by | FA_XFREE_DETACHED, false, __ATOMIC_ACQ_REL,
                                        __ATOMIC_RELAXED);
 }

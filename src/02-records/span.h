@@ -38,8 +38,21 @@ enum { FA_SPAN_FREE = 0, FA_SPAN_SMALL = 1, FA_SPAN_LARGE = 2, FA_SPAN_PURGING =
  * on a central cache's list, or on its owner thread's list of the class. */
 enum { FA_LISTED_NONE = 0, FA_LISTED_CENTRAL = 1, FA_LISTED_THREAD = 2 };
 
+/* A small span's marks, which only its owner reads and writes, and which
+ * a new owner clears (08-tcache):
+ *  - FA_SPAN_SEEN_FULL: the owner found it full once; a walk that finds it
+ *    full again may detach it;
+ *  - FA_SPAN_SHARED: other threads freed blocks into it since the owner
+ *    took it (the owner collected its xfree); it is detached the moment it
+ *    is full, so that the thread that frees its blocks takes it, and
+ *    allocates from it what it freed. */
+enum { FA_SPAN_SEEN_FULL = 1, FA_SPAN_SHARED = 2 };
+
 /* Low bit of xfree: the span is full and no thread owns it; the next free
- * of one of its blocks takes it. */
+ * of one of its blocks takes it.  The other bits name the thread cache that
+ * gave it up (none for the central cache): a thread that takes back a span
+ * it gave up is freeing its own blocks, one that takes another's is not
+ * (FA_SPAN_SHARED). */
 #define FA_XFREE_DETACHED ((uintptr_t)1)
 
 struct fa__span {
@@ -58,7 +71,7 @@ struct fa__span {
     uint8_t dirty;    /* free, with pages that may be resident: to purge */
     uint8_t kept;     /* small spans: every block free, counted in its owner's
                          kept bytes (08-tcache) */
-    uint8_t full_seen; /* small spans: its owner found it full once */
+    uint8_t marks;     /* small spans: FA_SPAN_SEEN_FULL, FA_SPAN_SHARED, its owner's */
     uint8_t sampled;   /* large blocks: a sample of the heap profile (09-diag/profile.c),
                           which clears it before the block is freed */
     /* A span is either in use or free, never both: the fields of each state
@@ -163,6 +176,6 @@ unsigned fa__span_absorb(struct fa__span *s, void *head) FA_HIDDEN;
 /* Set the detached bit on s's xfree if it is empty: s, which nobody owns
  * now and whose every block is live, goes to the next thread that frees
  * into it.  False when a block arrived on xfree first: the caller keeps s. */
-bool fa__span_detach(struct fa__span *s) FA_HIDDEN;
+bool fa__span_detach(struct fa__span *s, const void *by) FA_HIDDEN;
 
 #endif

@@ -150,7 +150,7 @@ void *fa__central_alloc_one(unsigned cls)
     if (s->freelist == NULL && s->carved == ci->objs) {
         /* Full: detached, so that the next free of one of its blocks takes
          * it (02-records/span.h).  A block freed meanwhile keeps it listed. */
-        if (!fa__span_detach(s)) {
+        if (!fa__span_detach(s, NULL)) {
             fa__span_collect(s);
             list_push(cc, s);
         }

@@ -82,7 +82,7 @@ void fa__tc_own(struct fa__tcache *tc, struct fa__span *s)
 {
     own_link(tc, s);
     s->touched = tc->epoch;
-    s->full_seen = 0;
+    s->marks = 0;
     s->nonuser = (uint16_t)(s->carved - s->used); /* nobody's frees to count */
     fa__pm_set_owner(s->start, s->npages, tc);
 }
@@ -116,7 +116,7 @@ void fa__tc_disown(struct fa__tcache *tc, struct fa__span *s)
         fa__central_retire(s);
         return;
     }
-    if (s->freelist == NULL && s->carved == fa__classes[s->cls].objs && fa__span_detach(s))
+    if (s->freelist == NULL && s->carved == fa__classes[s->cls].objs && fa__span_detach(s, tc))
         return;
     fa__central_put(s);
 }
@@ -270,6 +270,7 @@ void *fa__tc_take_free(struct fa__tcache *tc, struct fa__span *s, unsigned cls)
             head = carve(s, head);
     } else if (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) != 0) {
         head = (void *)__atomic_exchange_n(&s->xfree, 0, __ATOMIC_ACQUIRE);
+        s->marks |= FA_SPAN_SHARED;
     } else if (s->carved < ci->objs) {
         head = carve(s, NULL);
     } else {
@@ -287,7 +288,7 @@ bool fa__tc_detach(struct fa__tcache *tc, struct fa__span *s)
      * at once, linked through the same fields. */
     own_unlink(tc, s);
     fa__pm_set_owner(s->start, s->npages, NULL);
-    if (fa__span_detach(s))
+    if (fa__span_detach(s, tc))
         return true;
     fa__tc_own(tc, s);
     return false;

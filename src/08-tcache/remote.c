@@ -24,6 +24,10 @@ void fa__tc_push_remote(struct fa__tcache *tc, struct fa__span *s, void *head, v
                 return;
             }
             fa__tc_own(tc, s);
+            /* Blocks another thread allocated, freed here: when the span
+             * fills again, it goes to whoever frees into it next. */
+            if ((x & ~FA_XFREE_DETACHED) != (uintptr_t)tc)
+                s->marks |= FA_SPAN_SHARED;
             fa__fl_set_next(tail, s->freelist);
             s->freelist = head;
             s->used -= n;

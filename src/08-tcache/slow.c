@@ -41,7 +41,10 @@ static FA_NOINLINE void scavenge(struct fa__tcache *tc)
             next = fa__span_after(h, s);
             if (s == tc->cur[c])
                 continue;
-            if (fa__span_collect(s) > 0 && s->used == 0)
+            unsigned got = fa__span_collect(s);
+            if (got > 0)
+                s->marks |= FA_SPAN_SHARED;
+            if (got > 0 && s->used == 0)
                 fa__tc_keep(tc, s);
             else if (s->kept && s->touched != old && s->touched != tc->epoch)
                 fa__tc_retire(tc, s);
@@ -134,7 +137,15 @@ static void *alloc_slow(struct fa__tcache *tc, unsigned cls)
             return p;
         fa__tc_clear_cur(tc, cls);
         full = s;
-        s->full_seen = 1;
+        s->marks |= FA_SPAN_SEEN_FULL;
+        /* Other threads free this span's blocks: it is theirs now, the
+         * first of them to free into it takes it (02-records/span.h), and
+         * allocates again what it freed, warm in its own cache, instead of
+         * sending each block back here (#39: a burst of 1,000 blocks that
+         * another thread freed in a shuffled order cost that thread a
+         * compare-and-swap a block). */
+        if ((s->marks & FA_SPAN_SHARED) && fa__tc_detach(tc, s))
+            full = NULL;
     }
     housekeeping(tc);
     /* Another span of the thread's.  A full span stays the thread's while
@@ -174,7 +185,7 @@ static void *alloc_slow(struct fa__tcache *tc, unsigned cls)
             g = s->freelist;
             s->freelist = NULL;
             s->used = s->carved;
-            s->full_seen = 0;
+            s->marks &= (uint8_t)~FA_SPAN_SEEN_FULL;
             g_span = s;
             if ((g_n += n) >= FA_TC_GATHER)
                 break;
@@ -182,7 +193,7 @@ static void *alloc_slow(struct fa__tcache *tc, unsigned cls)
             continue;
         }
         if ((p = fa__tc_take_free(tc, s, cls)) != NULL) {
-            s->full_seen = 0;
+            s->marks &= (uint8_t)~FA_SPAN_SEEN_FULL;
             fa__tc_set_cur(tc, cls, s);
             if (g != NULL) { /* behind the span's own blocks */
                 fa__fl_set_next(g_tail, tc->heads[cls]);
@@ -190,8 +201,9 @@ static void *alloc_slow(struct fa__tcache *tc, unsigned cls)
             }
             return p;
         }
-        if (s == full || !s->full_seen || tc->nspans[cls] <= KEEP_FULL) {
-            s->full_seen = 1;
+        if ((s->marks & FA_SPAN_SHARED) == 0 &&
+            (s == full || !(s->marks & FA_SPAN_SEEN_FULL) || tc->nspans[cls] <= KEEP_FULL)) {
+            s->marks |= FA_SPAN_SEEN_FULL;
             s = next;
         } else if (fa__tc_detach(tc, s)) {
             s = next;
