@@ -14,7 +14,11 @@
  *   consumer  a producer passes 300,000 blocks of 16..512 B through a ring
  *             of 256 to a consumer that frees them: the heap's peak stays
  *             within a bound of the blocks live at once (the consumer keeps
- *             no spans it emptied).
+ *             no spans it emptied);
+ *   fullest   a thread fills four spans of 64-byte blocks and frees 100,
+ *             300 and 450 blocks of the first three: its next 100
+ *             allocations are the first span's blocks, the fullest, not
+ *             those of the span it took last.
  *
  * Each case runs its threads one after another where it can (a handshake),
  * so that what it measures does not depend on how they are scheduled. */
@@ -295,12 +299,69 @@ static int case_consumer(void)
     return check_done("test_xfer consumer");
 }
 
+/* ---- fullest ---- */
+
+/* 64-byte blocks: spans of 32 KiB, 512 blocks (02-records/sizeclass.c); a
+ * new thread owns no span of the class, so its first 512 blocks are one
+ * span, the next 512 the next. */
+enum { FULL_SIZE = 64, FULL_OBJS = 512, FULL_SPANS = 4, FULL_TAKE = 100 };
+
+static void *fullest_thread(void *arg)
+{
+    size_t *hits = arg;
+    static void *b[FULL_SPANS * FULL_OBJS];
+    static uintptr_t freed_a[FULL_TAKE];
+    for (unsigned i = 0; i < FULL_SPANS * FULL_OBJS; i++) {
+        b[i] = fa_malloc(FULL_SIZE);
+        CHECK(b[i] != NULL);
+        pat_fill(b[i], FULL_SIZE, i);
+    }
+    /* Free 100 blocks of the first span, 300 of the second and 450 of the
+     * third; the fourth, the current one, stays full. */
+    static const unsigned nfree[FULL_SPANS] = {FULL_TAKE, 300, 450, 0};
+    for (unsigned k = 0; k < FULL_SPANS; k++)
+        for (unsigned i = 0; i < nfree[k]; i++) {
+            void **q = &b[k * FULL_OBJS + i];
+            CHECK(pat_ok(*q, FULL_SIZE, (uint64_t)(k * FULL_OBJS + i)));
+            if (k == 0)
+                freed_a[i] = (uintptr_t)*q;
+            fa_free(*q);
+            *q = NULL;
+        }
+    qsort(freed_a, FULL_TAKE, sizeof freed_a[0], cmp_addr);
+    uintptr_t got[FULL_TAKE];
+    for (unsigned i = 0; i < FULL_TAKE; i++) {
+        void *p = fa_malloc(FULL_SIZE);
+        CHECK(p != NULL);
+        got[i] = (uintptr_t)p;
+    }
+    *hits = count_in(freed_a, FULL_TAKE, got, FULL_TAKE);
+    for (unsigned i = 0; i < FULL_TAKE; i++)
+        fa_free((void *)got[i]);
+    for (unsigned i = 0; i < FULL_SPANS * FULL_OBJS; i++)
+        fa_free(b[i]);
+    return NULL;
+}
+
+static int case_fullest(void)
+{
+    size_t hits = 0;
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, fullest_thread, &hits) == 0);
+    CHECK(pthread_join(th, NULL) == 0);
+    printf("fullest: %zu of the next %d blocks from the fullest span\n", hits, FULL_TAKE);
+    /* The span taken last (450 free) handed them out before: 0 of 100. */
+    CHECKF(hits == FULL_TAKE, "%zu of %d", hits, FULL_TAKE);
+    return check_done("test_xfer fullest");
+}
+
 int main(int argc, char **argv)
 {
     static const struct check_case cases[] = {
         {"burst", case_burst},
         {"empty", case_empty},
         {"consumer", case_consumer},
+        {"fullest", case_fullest},
     };
     return check_run_case("test_xfer", cases, sizeof cases / sizeof cases[0], argc, argv);
 }

@@ -15,6 +15,13 @@
  * full twice (the allocation slow path walks them all). */
 #define KEEP_FULL 8u
 
+/* Spans with blocks to hand out that the allocation slow path compares
+ * before it makes the fullest of them current (#39, decision 1): blocks
+ * then gather in few spans and the emptiest drain and go back to the page
+ * heap, as the central cache does with its lists by fullness.  Eight bound
+ * the walk where a thread owns many spans of a class. */
+#define FA_TC_CANDIDATES 8u
+
 /* Collect the remote frees of tc's spans other than the current ones, keep
  * or retire the spans that are then all free, retire kept spans that no
  * allocation took since the last scavenge, and give back claims the kept
@@ -162,8 +169,9 @@ static void *alloc_slow(struct fa__tcache *tc, unsigned cls)
      * blocks of up to 32 KiB: spans of 8 blocks, all but one or two live),
      * would otherwise come here for every allocation. */
     void *g = NULL, *g_tail = NULL;
-    struct fa__span *g_span = NULL;
+    struct fa__span *g_span = NULL, *best = NULL;
     uint32_t g_n = 0;
+    unsigned seen = 0;
     const uint32_t objs = fa__classes[cls].objs;
     for (s = fa__span_first(&tc->spans[cls]); s != NULL;) {
         struct fa__span *next = fa__span_after(&tc->spans[cls], s);
@@ -192,14 +200,16 @@ static void *alloc_slow(struct fa__tcache *tc, unsigned cls)
             s = next;
             continue;
         }
-        if ((p = fa__tc_take_free(tc, s, cls)) != NULL) {
-            s->marks &= (uint8_t)~FA_SPAN_SEEN_FULL;
-            fa__tc_set_cur(tc, cls, s);
-            if (g != NULL) { /* behind the span's own blocks */
-                fa__fl_set_next(g_tail, tc->heads[cls]);
-                tc->heads[cls] = g;
-            }
-            return p;
+        if (s->freelist != NULL || s->carved < objs ||
+            __atomic_load_n(&s->xfree, __ATOMIC_RELAXED) != 0) {
+            /* A span with blocks to hand out: the fullest of the first
+             * FA_TC_CANDIDATES seen becomes current. */
+            if (best == NULL || s->used > best->used)
+                best = s;
+            if (++seen == FA_TC_CANDIDATES)
+                break;
+            s = next;
+            continue;
         }
         if ((s->marks & FA_SPAN_SHARED) == 0 &&
             (s == full || !(s->marks & FA_SPAN_SEEN_FULL) || tc->nspans[cls] <= KEEP_FULL)) {
@@ -208,6 +218,16 @@ static void *alloc_slow(struct fa__tcache *tc, unsigned cls)
         } else if (fa__tc_detach(tc, s)) {
             s = next;
         }
+    }
+    /* best still has what it had: only its owner takes from a span. */
+    if (best != NULL && (p = fa__tc_take_free(tc, best, cls)) != NULL) {
+        best->marks &= (uint8_t)~FA_SPAN_SEEN_FULL;
+        fa__tc_set_cur(tc, cls, best);
+        if (g != NULL) { /* behind the span's own blocks */
+            fa__fl_set_next(g_tail, tc->heads[cls]);
+            tc->heads[cls] = g;
+        }
+        return p;
     }
     if (g != NULL) {
         fa__tc_set_cur(tc, cls, g_span);
