@@ -35,7 +35,7 @@ static size_t round_up(size_t n, size_t a)
 
 /* The size class a request must land in, from the rule documented in
  * sizeclass.h (8; 16..128 in steps of 16; eight classes per doubling up to
- * 256 KiB), and whole 8 KiB pages above that. */
+ * 1 KiB, four up to 256 KiB), and whole 8 KiB pages above that. */
 static size_t class_rule(size_t n)
 {
     if (n <= 128)
@@ -44,7 +44,7 @@ static size_t class_rule(size_t n)
         size_t base = 128;
         while (base * 2 < n)
             base *= 2;
-        return round_up(n, base / 8);
+        return round_up(n, base / (base < 1024 ? 8 : 4));
     }
     return round_up(n, PAGE8K);
 }

@@ -46,7 +46,7 @@ static void set_option(const char *name, long long v)
 /* ------------------------------------------------------------ calloc */
 
 /* The class a small request lands in (docs/DESIGN.md: 8; 16 to 128 in steps
- * of 16; eight classes per doubling up to 256 KiB). */
+ * of 16; eight classes per doubling up to 1 KiB, four up to 256 KiB). */
 static size_t class_size(size_t n)
 {
     if (n <= 8)
@@ -56,7 +56,8 @@ static size_t class_size(size_t n)
     size_t base = 128;
     while (base * 2 < n)
         base *= 2;
-    return (n + base / 8 - 1) / (base / 8) * (base / 8);
+    size_t step = base / (base < 1024 ? 8 : 4);
+    return (n + step - 1) / step * step;
 }
 
 static size_t first_nonzero(const unsigned char *p, size_t n)

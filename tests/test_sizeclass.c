@@ -20,15 +20,17 @@ int main(void)
     /* Initialise the allocator the ordinary way. */
     fa_free(fa_malloc(1));
 
-    /* ---- the classes: 16..128 by 16, then 8 per doubling */
-    CHECK(FA_NUM_CLASSES == 97);
+    /* ---- the classes: 16..128 by 16, 8 per doubling to 1 KiB, then 4 */
+    CHECK(FA_NUM_CLASSES == 65);
     for (unsigned c = 1; c <= 8; c++)
         CHECKF(csize(c) == 16 * c, "class %u is %zu", c, csize(c));
     unsigned c = 9;
-    for (size_t base = 128; base < FA_MAX_SMALL; base *= 2)
-        for (size_t k = 1; k <= 8; k++, c++)
-            CHECKF(csize(c) == base + k * base / 8, "class %u is %zu, want %zu", c, csize(c),
-                   base + k * base / 8);
+    for (size_t base = 128; base < FA_MAX_SMALL; base *= 2) {
+        size_t per = base < 1024 ? 8 : 4;
+        for (size_t k = 1; k <= per; k++, c++)
+            CHECKF(csize(c) == base + k * base / per, "class %u is %zu, want %zu", c, csize(c),
+                   base + k * base / per);
+    }
     CHECK(c == FA_NUM_CLASSES);
     CHECK(csize(FA_NUM_CLASSES - 1) == FA_MAX_SMALL);
     for (c = 2; c < FA_NUM_CLASSES; c++) {
@@ -67,8 +69,10 @@ int main(void)
         if (k > 1 && csize(k - 1) >= size)
             CHECKF(0, "size %zu -> class %u (%zu) but class %u (%zu) fits", size, k, csize(k), k - 1,
                    csize(k - 1));
-        if (size > 128 && (csize(k) - size) * 8 > size)
+        if (size > 128 && size <= 1024 && (csize(k) - size) * 8 > size)
             CHECKF(0, "size %zu -> %zu wastes more than 12.5%%", size, csize(k));
+        if (size > 1024 && (csize(k) - size) * 4 > size)
+            CHECKF(0, "size %zu -> %zu wastes more than 25%%", size, csize(k));
         if (k < prev)
             CHECKF(0, "size %zu -> class %u after class %u", size, k, prev);
         prev = k;

@@ -56,9 +56,11 @@ void fa__sizeclass_init(void)
     unsigned c = 1;
     for (uint32_t s = 16; s <= 128; s += 16)
         fill_class(c++, s);
-    for (uint32_t base = 128; base < FA_MAX_SMALL; base *= 2)
-        for (uint32_t s = base + base / 8; s <= base * 2; s += base / 8)
+    for (uint32_t base = 128; base < FA_MAX_SMALL; base *= 2) {
+        uint32_t step = base / (base < FA_CLASS_COARSE ? 8 : 4);
+        for (uint32_t s = base + step; s <= base * 2; s += step)
             fill_class(c++, s);
+    }
     if (c != FA_NUM_CLASSES)
         fa__fatal("fastalloc: internal error: %u size classes, expected %u", c,
                   (unsigned)FA_NUM_CLASSES);

@@ -7,11 +7,16 @@
 /* Class 0 is reserved: it marks "not a small block" in the page map and in
  * the lookup tables before initialisation, so that both fall into a slow path
  * by themselves.  Classes 1..FA_NUM_CLASSES-1 are, in order: 16 to 128 in
- * steps of 16, then eight classes per doubling up to 256 KiB.  There is no
+ * steps of 16, eight classes per doubling up to 1 KiB, then four per
+ * doubling up to 256 KiB (#39: four, where eight were, cut the peak RSS of
+ * programs that use many classes above 1 KiB by 4 to 12%, at no time
+ * measured: docs/HISTORY.md).  There is no
  * 8-byte class: every block is 16-byte aligned, so that free can refuse a
  * pointer that is not with one test (12-api/fastpath.h), and every block has a
  * second word for its free mark (02-records/freelist.h). */
-#define FA_NUM_CLASSES 97
+#define FA_NUM_CLASSES 65
+/* From this size up, four classes per doubling instead of eight. */
+#define FA_CLASS_COARSE 1024u
 
 /* O(1) size -> class.  Sizes up to FA_SMALL_TABLE_MAX index the first table
  * byte by byte; larger ones the second in 128-byte steps (every class above
