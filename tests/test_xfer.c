@@ -106,13 +106,20 @@ static void *burst_thread(void *arg)
     return NULL;
 }
 
-static int case_burst(void)
+/* Run fn in two threads, passed 0 and 1, to their end; turn starts at 0. */
+static void run_pair(void *(*fn)(void *))
 {
     pthread_t th[2];
+    turn = 0;
     for (int t = 0; t < 2; t++)
-        CHECK(pthread_create(&th[t], NULL, burst_thread, (void *)(intptr_t)t) == 0);
+        CHECK(pthread_create(&th[t], NULL, fn, (void *)(intptr_t)t) == 0);
     for (int t = 0; t < 2; t++)
         CHECK(pthread_join(th[t], NULL) == 0);
+}
+
+static int case_burst(void)
+{
+    run_pair(burst_thread);
     /* Thread 1 went last: thread 0's last burst is freed already. */
     for (unsigned i = 0; i < BURST; i++)
         fa_free(bursts[1][i]);
@@ -347,12 +354,7 @@ static void *keep_thread(void *arg)
 
 static int case_keep(void)
 {
-    pthread_t th[2];
-    turn = 0;
-    for (int t = 0; t < 2; t++)
-        CHECK(pthread_create(&th[t], NULL, keep_thread, (void *)(intptr_t)t) == 0);
-    for (int t = 0; t < 2; t++)
-        CHECK(pthread_join(th[t], NULL) == 0);
+    run_pair(keep_thread);
     for (unsigned i = 0; i < KEEP_BURST; i++)
         fa_free(keep_bursts[1][i]);
     printf("keep: the thread caches kept at most %zu KiB after a thread freed the other's burst\n",
