@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -546,6 +547,86 @@ static void test_remote_into_live_owner(void)
     fa_pool_destroy(pool);
 }
 
+static void *put_shuffled(void *p)
+{
+    struct hop *h = p;
+    for (size_t i = h->n - 1; i > 0; i--) {
+        size_t j = rng_below(&shuffle_rng, i + 1);
+        void *t = h->objs[i];
+        h->objs[i] = h->objs[j];
+        h->objs[j] = t;
+    }
+    for (size_t i = 0; i < h->n; i++)
+        fa_pool_put(h->pool, h->objs[i]);
+    return NULL;
+}
+
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_remote_untouched(void)
+{
+    /* Another thread puts a burst back in a shuffled order, through its
+     * cache's spills: neither its puts nor the owner's taking them back
+     * touch an object.  The objects' pages (all but each block's first,
+     * which holds the header and the bits) are made inaccessible between
+     * the puts and the owner's gets, so a link written into an object or
+     * read from one faults; after the gets, every byte the program wrote
+     * is still there, and the owner got every one of them back (the
+     * burst's count and a few caches more: what it cut and did not hand
+     * out before the burst comes first). */
+    const size_t size = 192, block = (size_t)64 << 10;
+    fa_pool_options o = {.object_size = size, .block_size = block, .idle_trim_ms = -1};
+    fa_pool *pool = fa_pool_create(&o);
+    CHECK(pool != NULL);
+    enum { N = 3000, MORE = 1024 };
+    static void *v[N], *back[N + MORE], *mine[N], *orig[N];
+    for (size_t i = 0; i < N; i++) {
+        v[i] = mine[i] = orig[i] = fa_pool_get(pool);
+        CHECK(v[i] != NULL);
+        memset(v[i], (int)(i % 251) + 1, size);
+    }
+    struct hop h = {pool, v, N};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, put_shuffled, &h) == 0);
+    pthread_join(th, NULL);
+    qsort(mine, N, sizeof mine[0], cmp_ptr);
+    size_t nb = 0;
+    static uintptr_t bases[N];
+    for (size_t i = 0; i < N; i++) {
+        uintptr_t base = (uintptr_t)mine[i] & ~(uintptr_t)(block - 1);
+        if (nb == 0 || bases[nb - 1] != base)
+            bases[nb++] = base;
+    }
+    for (size_t k = 0; k < nb; k++)
+        CHECK(mprotect((void *)(bases[k] + 4096), block - 4096, PROT_NONE) == 0);
+    for (size_t i = 0; i < N + MORE; i++)
+        back[i] = fa_pool_get(pool);
+    for (size_t k = 0; k < nb; k++)
+        CHECK(mprotect((void *)(bases[k] + 4096), block - 4096, PROT_READ | PROT_WRITE) == 0);
+    /* Every object of the burst is among those got back. */
+    qsort(back, N + MORE, sizeof back[0], cmp_ptr);
+    size_t found = 0;
+    for (size_t i = 0, j = 0; i < N; i++) {
+        while (j < N + MORE && (uintptr_t)back[j] < (uintptr_t)mine[i])
+            j++;
+        found += j < N + MORE && back[j] == mine[i];
+    }
+    CHECKF(found == N, "%zu of the burst's %d objects got back", found, N);
+    /* Nothing was written into them while they were free. */
+    size_t bad = 0;
+    for (size_t i = 0; i < N; i++) {
+        const unsigned char *b = orig[i];
+        for (size_t k = 0; k < size; k++)
+            bad += b[k] != (unsigned char)(i % 251 + 1);
+    }
+    CHECKF(bad == 0, "%zu bytes of free objects were written", bad);
+    fa_pool_destroy(pool);
+}
+
 struct many_arg {
     fa_pool **pools;
     int n;
@@ -858,6 +939,7 @@ int main(void)
     test_address_order();
     test_idle_trim();
     test_remote_into_live_owner();
+    test_remote_untouched();
     test_pools_past_fast_slots();
     test_fork_busy();
     test_block_handed_over_and_trimmed();

@@ -199,6 +199,22 @@ def expect_bursts(o: dict, out: dict) -> list[str]:
     return r.problems
 
 
+def expect_poolbursts(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    t, burst, size = count(o.get("threads", 2)), count(o.get("burst", 1000)), count(o.get("size", 192))
+    rounds = count(o.get("requests", "1M")) // burst   # whole bursts only
+    n = rounds * burst
+    every, sessions = count(o.get("every", 4)), count(o.get("sessions", 512))
+    r.equal("blocks", t * n, f"{t} threads x {rounds} bursts x {burst} requests, each given back by the next thread")
+    r.equal("full", t * -(-n // 16), f"every 16th of {t} x {n} requests")
+    r.equal("bytes", t * -(-n // 16) * size, f"full checks of {size} B")
+    r.equal("sessions", t * (rounds * -(-burst // every) + sessions),
+            f"{t} x ({rounds} bursts x a session per {every} requests + the {sessions} left)")
+    if out.get("requests") != n:
+        r.problems.append(f"requests = {out.get('requests')!r}, expected {n} (per thread, whole bursts)")
+    return r.problems
+
+
 def expect_larson(o: dict, out: dict) -> list[str]:
     r = Report(out)
     t, slots, ops = count(o.get("threads", 2)), count(o.get("slots", 1000)), count(o.get("ops", "2M"))
@@ -460,6 +476,7 @@ EXPECT: dict[str, Callable[[dict, dict], list[str]]] = {
     "prodcons": expect_prodcons,
     "xferbag": expect_xferbag,
     "bursts": expect_bursts,
+    "poolbursts": expect_poolbursts,
     "larson": expect_larson,
     "rsspeak": expect_rsspeak,
     "manythreads": expect_manythreads,

@@ -131,6 +131,26 @@ def objpool_shuffle(threads: int, api: str) -> Workload:
         timeout_s=300)
 
 
+def poolbursts(burst: int, name: str, order: str, threads: int, api: str) -> Workload:
+    """Issue #40's server-like loop: bursts of 192 B requests that the next
+    thread gives back, malloc/free or fa_pool_get/put (bench/poolbursts.c)."""
+    pool = api == "pool"
+    base = f"poolbursts-{name}-{order}-{threads}t"
+    return Workload(
+        name=f"poolbursts-pool-{name}-{order}-{threads}t" if pool else base,
+        binary="poolbursts",
+        args=("--api", api, "--threads", str(threads), "--burst", str(burst), "--requests", "{requests}",
+              "--order", order, "--size", "192", "--session", "1024", "--sessions", "512", "--every", "4"),
+        params={"requests": "1M"}, quick={"requests": "50k"},
+        metric="elapsed_s", unit="ms", scale=1e3, table="poolbursts",
+        title=(f"{threads} thread(s) in a ring, bursts of {burst:,} requests of 192 B "
+               f"({'fa_pool_get/put' if pool else 'malloc/free'}) given back {order} by the next thread "
+               "after a barrier; a 1 KiB session (512 live, malloc) replaced every 4 requests; 1M requests "
+               "per thread"),
+        only=("fastalloc",) if pool else (), label="fa_pool" if pool else "",
+        compare_to=base if pool else "", threads=threads, timeout_s=300)
+
+
 def objpool_shuffle_mixed(threads: int) -> Workload:
     """objpool-shuffle with sizes 16..1024 B drawn per object: malloc only
     (a fixed-size pool cannot serve them)."""
@@ -266,6 +286,13 @@ WORKLOADS: list[Workload] = [
                title=f"2 threads, each handing bursts of {burst:,} blocks of 192 B to the other, which "
                      "frees them shuffled; a 1 KiB session per block (16 live); 2M blocks per thread")
       for name, burst in (("1k", 1000), ("5k", 5000), ("50k", 50000))],
+
+    # -- 5c. poolbursts (issue #40): the same traffic through fa_pool, each
+    #    burst given back by the next thread after a barrier, shuffled or in
+    #    order; the malloc rows are the references of the fa_pool rows.
+    *[w for burst, name in ((1000, "1k"), (5000, "5k"), (50000, "50k")) for order in ("shuffled", "inorder")
+      for w in (poolbursts(burst, name, order, 2, "malloc"), poolbursts(burst, name, order, 2, "pool"))],
+    *[poolbursts(50000, "50k", "shuffled", 1, api) for api in ("malloc", "pool")],
 
     # -- 6. larson-style server
     *[Workload(f"larson-{t}t", "larson",

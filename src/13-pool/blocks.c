@@ -49,14 +49,23 @@ static uintptr_t os_page_up(uintptr_t a)
     return (a + 4095) & ~(uintptr_t)4095;
 }
 
-/* Mark a block's remote puts free. */
+/* Mark a block's remote puts free: each word of its remote bits that has
+ * any, taken with an exchange (the protocol: pool.h). */
 void fa__pool_block_collect(fa_pool *pool, struct block *b)
 {
-    int64_t n;
-    void *r = remote_take(b, &n);
+    uint64_t *rb = block_rbits(pool, b), *bits = block_bits(pool, b);
+    size_t words = (pool->per_block + 63) / 64;
+    int64_t n = 0;
+    for (size_t w = 0; w < words; w++) {
+        if (__atomic_load_n(&rb[w], __ATOMIC_RELAXED) == 0)
+            continue;
+        uint64_t x = __atomic_exchange_n(&rb[w], 0, __ATOMIC_ACQUIRE);
+        bits[w] |= x;
+        n += __builtin_popcountll(x);
+        if (w < b->scan)
+            b->scan = (uint32_t)w;
+    }
     b->out -= n;
-    for (; r != NULL; r = fa__fl_next_at(r, negoff(pool)))
-        set_free(pool, b, (uintptr_t)r);
 }
 
 /* A new block, not in any list.  grow held.  NULL when the pool is at its

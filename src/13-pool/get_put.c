@@ -156,6 +156,11 @@ static int refill(fa_pool *pool, struct lpool *lp)
     if (b == NULL)
         return 0;
     size_t n = 1;
+    /* Before cutting new objects, the remote puts of the block (the one
+     * being cut takes them too: it is not on the list of full blocks that
+     * full_with_remote looks through). */
+    if (!has_built_free(pool, b))
+        fa__pool_block_collect(pool, b);
     if (has_built_free(pool, b)) {
         n = fa__pool_take(pool, b, lp->max / 2, lp->cache);
     } else if (pool->ctor) {
@@ -219,7 +224,9 @@ static FA_NOINLINE void put_slow(fa_pool *pool, void *obj)
     if (lp == NULL) {
         /* No local pool (the thread is exiting): its owner takes it back. */
         pthread_mutex_lock(&pool->grow);
-        remote_push(block_of(pool, obj), obj, obj, 1, negoff(pool));
+        struct block *b = block_of(pool, obj);
+        size_t s = slot_index(pool, b, (uintptr_t)obj);
+        remote_hint(remote_put_word(pool, b, s / 64, (uint64_t)1 << (s % 64)));
         pool->puts_retired++;
         pthread_mutex_unlock(&pool->grow);
         return;
@@ -233,13 +240,11 @@ static FA_NOINLINE void put_slow(fa_pool *pool, void *obj)
 void fa_pool_put(fa_pool *pool, void *obj)
 {
 #ifdef FA_ASAN
-    /* A free object is poisoned (00-base/asan.h): all of it when its link is
-     * in the header before it, all but the link otherwise (a remote list may
-     * use it).  A debug pool fills and checks its objects instead. */
-    if (!pool->debug) {
-        size_t keep = pool->link_off == 0 ? sizeof(void *) : 0;
-        FA_POISON((char *)obj + keep, pool->slot - pool->link_off - keep);
-    }
+    /* A free object is poisoned whole (00-base/asan.h): nothing writes
+     * into it until it is got again, remote puts included.  A debug pool
+     * fills and checks its objects instead. */
+    if (!pool->debug)
+        FA_POISON(obj, pool->slot - pool->link_off);
 #endif
     struct lpool *lp = FAST_LP(pool);
     size_t n = lp->n;

@@ -101,13 +101,22 @@ void fa__pool_spill(fa_pool *pool, struct lpool *lp, size_t keep)
             i++;
             continue;
         }
-        /* Another thread's block: the run of its objects here goes onto
-         * its remote list at once. */
-        size_t j = i + 1;
-        for (; j < n && block_of(pool, lp->cache[j]) == b; j++)
-            fa__fl_set_next_at(lp->cache[j - 1], lp->negoff, lp->cache[j]);
-        remote_push(b, o, lp->cache[j - 1], j - i, lp->negoff);
-        i = j;
+        /* Another thread's block: its remote bits, one OR for each run of
+         * objects here that share a word, and one hint for the run of the
+         * block's objects. */
+        struct lpool *owner = NULL;
+        do {
+            size_t s = slot_index(pool, b, (uintptr_t)lp->cache[i]);
+            uint64_t mask = (uint64_t)1 << (s % 64);
+            for (i++; i < n && block_of(pool, lp->cache[i]) == b; i++) {
+                size_t t = slot_index(pool, b, (uintptr_t)lp->cache[i]);
+                if (t / 64 != s / 64)
+                    break;
+                mask |= (uint64_t)1 << (t % 64);
+            }
+            owner = remote_put_word(pool, b, s / 64, mask);
+        } while (i < n && block_of(pool, lp->cache[i]) == b);
+        remote_hint(owner);
     }
     fa__memmove(lp->cache, lp->cache + n, (lp->n - n) * sizeof lp->cache[0]);
     lp->n -= n;
@@ -132,7 +141,6 @@ static struct lpool *lp_new(fa_pool *pool)
     fa__memset(lp, 0, offsetof(struct lpool, remote_hint));
     __atomic_store_n(&lp->remote_hint, 0, __ATOMIC_RELAXED);
     lp->pool = pool;
-    lp->negoff = negoff(pool);
     lp->max = CACHE_BYTES / pool->slot;
     lp->max = lp->max < CACHE_MIN ? CACHE_MIN : lp->max > CACHE_CAP ? CACHE_CAP : lp->max;
     lp->spare_max = pool->spare_max;

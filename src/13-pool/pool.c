@@ -109,11 +109,14 @@ fa_pool *fa_pool_create(const fa_pool_options *opt)
     /* Grow the block until a useful number of objects fits after the header. */
     for (;;) {
         capacity = bs / slot;
-        /* The slots start after the header at its last place, or after
-         * the bits of the last place that keeps them after it (block_bits). */
+        /* The slots start after the remote bits of the header's last
+         * place (block_rbits), which follow the header and the bits. */
         bl = (capacity + 8 * FA_CACHELINE - 1) / (8 * FA_CACHELINE);
-        size_t last = bl < COLOURS ? bl - 1 : COLOURS - 1, lines = last + bl > COLOURS - 1 ? last + bl : COLOURS - 1;
-        hdr = ((HEADER_LINES + lines) * FA_CACHELINE + align - 1) & ~(align - 1);
+        size_t lines = 0;
+        for (size_t c = 0; c < COLOURS; c++)
+            if (rbits_line(c, bl) + bl > lines)
+                lines = rbits_line(c, bl) + bl;
+        hdr = (lines * FA_CACHELINE + align - 1) & ~(align - 1);
         if (bs > hdr && (bs - hdr) / slot >= 8)
             break;
         bs *= 2;
@@ -247,8 +250,10 @@ FA_RACY_READER static void read_counts(fa_pool *pool, uint64_t *gets, uint64_t *
         *local += (int64_t)lp->n;
     }
     for (struct block *b = pool->blocks; b != NULL; b = b->next) {
-        uint64_t nr = __atomic_load_n(&b->nremote, __ATOMIC_RELAXED);
-        int64_t o = __atomic_load_n(&b->out, __ATOMIC_RELAXED) - (int64_t)(nr - b->nremote_seen);
+        int64_t o = __atomic_load_n(&b->out, __ATOMIC_RELAXED);
+        const uint64_t *rb = block_rbits(pool, b);
+        for (size_t w = 0; w < (pool->per_block + 63) / 64; w++)
+            o -= __builtin_popcountll(__atomic_load_n(&rb[w], __ATOMIC_RELAXED));
         int64_t built = (int64_t)slot_index(pool, b, b->bump);
         int64_t f = built > o ? built - o : 0;
         if (__atomic_load_n(&b->owner, __ATOMIC_RELAXED) != NULL)

@@ -15,8 +15,9 @@
  * refilled from one of the thread's blocks: free objects lowest address
  * first, or objects never used, cut in address order.  A cache at its bound
  * gives its older half back to their blocks: a bit set in a block the
- * thread owns, the remote list of any other, a lock-free stack its owner
- * takes whole when its own blocks run dry.
+ * thread owns, a bit set with an atomic OR in the remote bits of any
+ * other, which its owner takes a word at a time when its own blocks run
+ * dry.
  *
  * Why a bitmap per block and not one free list per thread (seed 001's
  * design): a list threaded through objects freed in random order is walked
@@ -97,20 +98,18 @@ struct block {
     uintptr_t bump, end;   /* next object to cut (those below have entered
                               the pool: ctor run); end of the block's objects */
     uintptr_t pop_end;     /* pages below are populated (fa__pool_populate) */
-    uint64_t nremote_seen; /* remote puts already taken off `out` */
     uint64_t stamp_ms;     /* when it entered a global pool all free */
-    /* The lists' line, written on slow paths, shared with the remote list:
-     * other threads push onto it in runs (a cache's spill), seldom enough
-     * that a line of its own did not pay for the objects it cost. */
+    /* The lists' line, written on slow paths. */
     struct block *lnext, *lprev; /* in the list `where` names */
     struct block *next;    /* every block of the pool (grow) */
-    void *remote;          /* written by other threads */
-    uint64_t nremote;      /* remote puts ever; added after the push */
     /* Then, in the room the header moves in (block_bits), one bit per slot:
      * set while the object is free in this block (a debug pool's: while it
      * is out).  A free object keeps no link, so giving it back writes
      * nothing into it, and a cache takes the free objects in address order
-     * whatever order they came back in. */
+     * whatever order they came back in.  After the header and the bits, as
+     * many remote bits (block_rbits): set by other threads' puts, with an
+     * atomic OR, on lines of their own, so that the owner's gets and puts
+     * do not share a line with them. */
 } FA_ALIGNED_CL;
 #define HEADER_LINES (sizeof(struct block) / FA_CACHELINE)
 
@@ -128,7 +127,6 @@ struct lpool {
     /* Objects into the cache from blocks, and back to them: with puts
      * and n, they give the gets (lp_gets). */
     uint64_t taken, spilled;
-    intptr_t negoff;       /* link word = object + negoff (remote lists) */
     union { /* lists[where - W_AVAIL] */
         struct {
             struct blist avail; /* blocks with free objects (built) */
@@ -143,8 +141,8 @@ struct lpool {
     struct fa_pool *pool;
     struct lpool *next, *prev; /* the pool's local pools */
     struct lpool **slot;   /* where the owning thread's array points to us */
-    /* Raised by other threads: a remote put went into one of our blocks
-     * whose remote list was empty. */
+    /* Raised by other threads: they set remote bits in one of our blocks
+     * since we last looked. */
     int remote_hint FA_ALIGNED_CL;
     /* The cache: a stack of pointers, so that neither a get nor a put
      * touches the object, and a spill reads them in order.  Objects put in
@@ -262,14 +260,28 @@ static inline uint64_t *block_bits(const fa_pool *pool, const struct block *b)
     return (uint64_t *)(base + bits_line(((uintptr_t)b - base) / FA_CACHELINE, pool->bits_lines) * FA_CACHELINE);
 }
 
+/* Where a block with its header c lines in keeps its remote bits: just
+ * after the header and the bits, whichever ends last; so the lines move
+ * with the header and never hold the owner's fields or bits. */
+static inline size_t rbits_line(size_t c, size_t bits_lines)
+{
+    return c >= bits_lines ? c + HEADER_LINES : c + HEADER_LINES + bits_lines;
+}
+
+static inline uint64_t *block_rbits(const fa_pool *pool, const struct block *b)
+{
+    uintptr_t base = block_base(pool, b);
+    return (uint64_t *)(base + rbits_line(((uintptr_t)b - base) / FA_CACHELINE, pool->bits_lines) * FA_CACHELINE);
+}
+
 static inline uintptr_t first_obj(const fa_pool *pool, const struct block *b)
 {
     return block_base(pool, b) + pool->data_off + pool->link_off;
 }
 
-/* A free object's link on a remote list or a debug pool's lists (through
- * the free-list seam): at the object, or in a header before it when a ctor
- * or dtor has the free object keep all its state. */
+/* A free object's link on a debug pool's lists (through the free-list
+ * seam): at the object, or in a header before it when a ctor or dtor has
+ * the free object keep all its state. */
 static inline intptr_t negoff(const fa_pool *pool)
 {
     return -(intptr_t)pool->link_off;
@@ -297,38 +309,30 @@ static inline void set_free(const fa_pool *pool, struct block *b, uintptr_t u)
         b->scan = (uint32_t)(i / 64);
 }
 
-/* Remote puts: a push, then the count.  A taker reads the count first, so
- * every put it counts is in the list it takes or in an earlier one; `out`
- * can lag the truth but never run ahead of it, and out == 0 means that
- * every object is free in the block.  The two functions of this
- * protocol stay together here, though only the cache's spill pushes (a
- * run of objects of one block, first to last, at once). */
-static inline void remote_push(struct block *b, void *first, void *last, uint64_t n, intptr_t off)
+/* Remote puts: a thread that gives an object back to a block it does not
+ * own sets the object's bit in the block's remote bits with an atomic OR,
+ * several objects of one word at once, and writes nothing into the
+ * object.  The OR is the put's last write to the block: it reads the
+ * block's owner before it, and raises the owner's hint after it, on the
+ * local pool, which is never freed (a hint to a former owner costs it one
+ * look).  The owner, or the holder of the global pool's lock for an
+ * unowned block, takes the bits a word at a time with an exchange: a
+ * collect counts exactly the puts it takes, and `out` == 0 means every
+ * object is free in the block.  Linked remote lists (this pool's design
+ * before) had the owner walk every object another thread had just written,
+ * one cache miss each: half the time of bursts put back by another thread
+ * (docs/HISTORY.md, #40). */
+static inline struct lpool *remote_put_word(const fa_pool *pool, struct block *b, size_t word, uint64_t mask)
 {
-    void *old = __atomic_load_n(&b->remote, __ATOMIC_RELAXED);
-    do
-        fa__fl_set_next_at(last, off, old);
-    while (!__atomic_compare_exchange_n(&b->remote, &old, first, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
-    __atomic_fetch_add(&b->nremote, n, __ATOMIC_RELEASE);
-    if (old == NULL) {
-        /* The owner may change under us; a hint to a former owner only
-         * costs it one look.  Local pools are never freed. */
-        struct lpool *o = __atomic_load_n(&b->owner, __ATOMIC_RELAXED);
-        if (o != NULL)
-            __atomic_store_n(&o->remote_hint, 1, __ATOMIC_RELEASE);
-    }
+    struct lpool *o = __atomic_load_n(&b->owner, __ATOMIC_RELAXED);
+    __atomic_fetch_or(&block_rbits(pool, b)[word], mask, __ATOMIC_RELEASE);
+    return o;
 }
 
-/* The owner, or the holder of the global pool's lock for an unowned block.
- * Returns the remote list; *counted = puts newly counted. */
-static inline void *remote_take(struct block *b, int64_t *counted)
+static inline void remote_hint(struct lpool *o)
 {
-    uint64_t c = __atomic_load_n(&b->nremote, __ATOMIC_ACQUIRE);
-    *counted = (int64_t)(c - b->nremote_seen);
-    b->nremote_seen = c;
-    if (__atomic_load_n(&b->remote, __ATOMIC_RELAXED) == NULL)
-        return NULL;
-    return __atomic_exchange_n(&b->remote, NULL, __ATOMIC_ACQUIRE);
+    if (o != NULL && __atomic_load_n(&o->remote_hint, __ATOMIC_RELAXED) == 0)
+        __atomic_store_n(&o->remote_hint, 1, __ATOMIC_RELEASE);
 }
 
 /* blocks.c: the lists (linking a block in also sets its `where`), and a
