@@ -22,7 +22,12 @@
  *   fullest   a thread fills four spans of 64-byte blocks and frees 100,
  *             300 and 450 blocks of the first three: its next 100
  *             allocations are the first span's blocks, the fullest, not
- *             those of the span it took last.
+ *             those of the span it took last;
+ *   replace   a thread keeps 512 blocks of 1,000 bytes live and replaces
+ *             one at random 50,000 times: at most one allocation in 8
+ *             leaves the fast path (each took a walk over the thread's
+ *             spans before), for at most two spans more than it started
+ *             with.
  *
  * Each case runs its threads one after another where it can (a handshake),
  * so that what it measures does not depend on how they are scheduled. */
@@ -422,6 +427,69 @@ static int case_fullest(void)
     return check_done("test_xfer fullest");
 }
 
+/* 1,000-byte blocks (the 1 KiB class): 512 live are 16 spans of 32. */
+enum { REPL_SIZE = 1000, REPL_LIVE = 512, REPL_TURNS = 50000 };
+
+struct repl {
+    unsigned long long slow, allocs;
+    size_t spans_before, spans_after;
+};
+
+static const struct fa_class_stats *class_of(const fa_stats_t *s, size_t n)
+{
+    for (unsigned i = 0; i < s->nclasses; i++)
+        if (s->classes[i].size >= n)
+            return &s->classes[i];
+    return NULL;
+}
+
+static void *replace_thread(void *arg)
+{
+    struct repl *r = arg;
+    static void *b[REPL_LIVE];
+    static uint64_t tag[REPL_LIVE];
+    static fa_stats_t before, after;
+    for (unsigned i = 0; i < REPL_LIVE; i++) {
+        CHECK((b[i] = fa_malloc(REPL_SIZE)) != NULL);
+        pat_fill(b[i], REPL_SIZE, tag[i] = i);
+    }
+    fa_stats_get(&before);
+    uint64_t rng = 0x5eed;
+    for (unsigned t = 0; t < REPL_TURNS; t++) {
+        size_t j = (size_t)rng_below(&rng, REPL_LIVE);
+        CHECK(pat_ok(b[j], REPL_SIZE, tag[j]));
+        fa_free(b[j]);
+        CHECK((b[j] = fa_malloc(REPL_SIZE)) != NULL);
+        pat_fill(b[j], REPL_SIZE, tag[j] = REPL_LIVE + t);
+    }
+    fa_stats_get(&after);
+    const struct fa_class_stats *a = class_of(&after, REPL_SIZE), *z = class_of(&before, REPL_SIZE);
+    r->slow = a->slow_allocs - z->slow_allocs;
+    r->allocs = a->allocs - z->allocs;
+    r->spans_before = z->spans;
+    r->spans_after = a->spans;
+    for (unsigned i = 0; i < REPL_LIVE; i++) {
+        CHECK(pat_ok(b[i], REPL_SIZE, tag[i]));
+        fa_free(b[i]);
+    }
+    return NULL;
+}
+
+static int case_replace(void)
+{
+    struct repl r = {0};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, replace_thread, &r) == 0);
+    CHECK(pthread_join(th, NULL) == 0);
+    printf("replace: %llu of %llu allocations slow; spans %zu -> %zu\n", r.slow, r.allocs, r.spans_before,
+           r.spans_after);
+    CHECKF(r.allocs == REPL_TURNS, "%llu allocations counted", r.allocs);
+    /* Each allocation walked the thread's spans before: 50,000 of 50,000. */
+    CHECKF(r.slow <= REPL_TURNS / 8, "%llu of %d allocations slow", r.slow, REPL_TURNS);
+    CHECKF(r.spans_after <= r.spans_before + 2, "spans %zu -> %zu", r.spans_before, r.spans_after);
+    return check_done("test_xfer replace");
+}
+
 int main(int argc, char **argv)
 {
     static const struct check_case cases[] = {
@@ -430,6 +498,7 @@ int main(int argc, char **argv)
         {"consumer", case_consumer},
         {"keep", case_keep},
         {"fullest", case_fullest},
+        {"replace", case_replace},
     };
     return check_run_case("test_xfer", cases, sizeof cases / sizeof cases[0], argc, argv);
 }

@@ -42,6 +42,10 @@ size_t fa__tc_claims(void) FA_HIDDEN;
 /* Blocks gathered at most from short freelists (slow.c); seen.c bounds
  * heads[] with it. */
 #define FA_TC_GATHER 32u
+/* A walk over at least FA_TC_SLACK_WALK spans that gathers fewer than
+ * FA_TC_SLACK_BELOW blocks takes a new span too (slow.c). */
+#define FA_TC_SLACK_BELOW 8u
+#define FA_TC_SLACK_WALK 8u
 
 /* Make s, which nobody owns and nobody else can take now, tc's. */
 void fa__tc_own(struct fa__tcache *tc, struct fa__span *s) FA_HIDDEN;
