@@ -45,8 +45,12 @@ enum { FA_LISTED_NONE = 0, FA_LISTED_CENTRAL = 1, FA_LISTED_THREAD = 2 };
  *  - FA_SPAN_SHARED: other threads freed blocks into it since the owner
  *    took it (the owner collected its xfree); it is detached the moment it
  *    is full, so that the thread that frees its blocks takes it, and
- *    allocates from it what it freed. */
-enum { FA_SPAN_SEEN_FULL = 1, FA_SPAN_SHARED = 2 };
+ *    allocates from it what it freed;
+ *  - FA_SPAN_RETAKEN: the owner detached it full, and took it back itself
+ *    with a free of its own: a thread that frees and allocates its own
+ *    blocks at random; a walk keeps it while the thread has few spans of
+ *    the class (08-tcache/slow.c). */
+enum { FA_SPAN_SEEN_FULL = 1, FA_SPAN_SHARED = 2, FA_SPAN_RETAKEN = 4 };
 
 /* Low bit of xfree: the span is full and no thread owns it; the next free
  * of one of its blocks takes it.  The other bits name the thread cache that

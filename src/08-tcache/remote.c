@@ -28,6 +28,8 @@ void fa__tc_push_remote(struct fa__tcache *tc, struct fa__span *s, void *head, v
              * fills again, it goes to whoever frees into it next. */
             if ((x & ~FA_XFREE_DETACHED) != (uintptr_t)tc)
                 s->marks |= FA_SPAN_SHARED;
+            else
+                s->marks |= FA_SPAN_RETAKEN;
             fa__fl_set_next(tail, s->freelist);
             s->freelist = head;
             s->used -= n;

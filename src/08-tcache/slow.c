@@ -14,6 +14,7 @@
 /* Full spans a thread keeps of one class before it detaches those found
  * full twice (the allocation slow path walks them all). */
 #define KEEP_FULL 8u
+#define KEEP_RETAKEN 256u
 
 /* Spans with blocks to hand out that the allocation slow path compares
  * before it makes the fullest of them current (#39, decision 1): blocks
@@ -213,7 +214,8 @@ static void *alloc_slow(struct fa__tcache *tc, unsigned cls)
             continue;
         }
         if ((s->marks & FA_SPAN_SHARED) == 0 &&
-            (s == full || !(s->marks & FA_SPAN_SEEN_FULL) || tc->nspans[cls] <= KEEP_FULL)) {
+            (s == full || !(s->marks & FA_SPAN_SEEN_FULL) || tc->nspans[cls] <= KEEP_FULL ||
+             ((s->marks & FA_SPAN_RETAKEN) && tc->nspans[cls] <= KEEP_RETAKEN))) {
             s->marks |= FA_SPAN_SEEN_FULL;
             s = next;
         } else if (fa__tc_detach(tc, s)) {
