@@ -193,6 +193,7 @@ size_t fa__pool_release_doomed(fa_pool *pool)
         struct block *b = *pp;
         if (b->doomed) {
             *pp = b->next;
+            pool->sweep = NULL;
             released += block_release(pool, b);
         } else {
             pp = &b->next;

@@ -91,6 +91,12 @@ static struct block *next_block(fa_pool *pool, struct lpool *lp)
     if ((b = adopt(pool, lp, 0)) != NULL)
         return b;
     pthread_mutex_lock(&pool->grow);
+    /* A few blocks looked at for stranded puts at each growth: every
+     * block, in turn, as the pool grows. */
+    if (fa__pool_sweep_detached(pool, SWEEP) > 0 && (b = adopt(pool, lp, 0)) != NULL) {
+        pthread_mutex_unlock(&pool->grow);
+        return b;
+    }
     b = fa__pool_block_new(pool, lp);
     pthread_mutex_unlock(&pool->grow);
     if (b != NULL) {
@@ -98,7 +104,14 @@ static struct block *next_block(fa_pool *pool, struct lpool *lp)
         return b;
     }
     /* At the cap: look at every full block before giving up. */
-    return full_with_remote(pool, lp, lp->full.n, 1);
+    if ((b = full_with_remote(pool, lp, lp->full.n, 1)) != NULL)
+        return b;
+    pthread_mutex_lock(&pool->grow);
+    pool->sweep = NULL;
+    if (fa__pool_sweep_detached(pool, SIZE_MAX) > 0)
+        b = adopt(pool, lp, 0);
+    pthread_mutex_unlock(&pool->grow);
+    return b;
 }
 
 /* Get for a thread with no local pool (exiting, or no memory for one): one
@@ -225,8 +238,20 @@ static FA_NOINLINE void put_slow(fa_pool *pool, void *obj)
         /* No local pool (the thread is exiting): its owner takes it back. */
         pthread_mutex_lock(&pool->grow);
         struct block *b = block_of(pool, obj);
-        size_t s = slot_index(pool, b, (uintptr_t)obj);
-        remote_hint(remote_put_word(pool, b, s / 64, (uint64_t)1 << (s % 64)));
+        struct lpool *was = __atomic_load_n(&b->owner, __ATOMIC_RELAXED);
+        if (detached(was) && __atomic_compare_exchange_n(&b->owner, &was, NULL, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            /* No thread's: into a global pool, where a thread finds it;
+             * remote bits in it would wait for a put that may never come. */
+            fa__pool_block_collect(pool, b);
+            set_free(pool, b, (uintptr_t)obj);
+            b->out--;
+            fa__lock(&pool->g[0].lock);
+            fa__pool_bl_add(&pool->g[0].part, b, W_GPART, false);
+            fa__unlock(&pool->g[0].lock);
+        } else {
+            size_t s = slot_index(pool, b, (uintptr_t)obj);
+            remote_hint(remote_put_word(pool, b, s / 64, (uint64_t)1 << (s % 64)));
+        }
         pool->puts_retired++;
         pthread_mutex_unlock(&pool->grow);
         return;

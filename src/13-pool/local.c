@@ -75,7 +75,27 @@ void fa__pool_place(fa_pool *pool, struct lpool *lp, struct block *b)
     } else if (b->bump < b->end) {
         fa__pool_bl_add(&lp->fresh, b, W_FRESH, false);
     } else {
-        fa__pool_bl_add(&lp->full, b, W_FULL, false);
+        /* Every object is out: the block is detached, no thread's, and
+         * the first thread that puts one of its objects back takes it.
+         * A burst that another thread gives back then goes back with no
+         * atomic operation per object, and that thread gets the objects
+         * again, as malloc's spans change hands (#40). */
+        fa__pool_block_collect(pool, b);
+        if (has_built_free(pool, b)) {
+            fa__pool_bl_add(&lp->avail, b, W_AVAIL, false);
+            return;
+        }
+        b->where = W_NONE;
+        __atomic_store_n(&b->owner, DETACHED(lp), __ATOMIC_SEQ_CST);
+        /* A put that read us as the owner may have set its bit since the
+         * collect: take the block back for it.  (One that sets its bit
+         * after this look leaves it to a sweep: trim.c.) */
+        struct lpool *was = DETACHED(lp);
+        if (block_has_remote(pool, b) &&
+            __atomic_compare_exchange_n(&b->owner, &was, lp, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            fa__pool_block_collect(pool, b);
+            fa__pool_place(pool, lp, b);
+        }
     }
 }
 
@@ -96,10 +116,31 @@ void fa__pool_spill(fa_pool *pool, struct lpool *lp, size_t keep)
     for (size_t i = 0; i < n;) {
         void *o = lp->cache[i];
         struct block *b = block_of(pool, o);
-        if (__atomic_load_n(&b->owner, __ATOMIC_RELAXED) == lp) {
+        struct lpool *was = __atomic_load_n(&b->owner, __ATOMIC_RELAXED);
+        if (was == lp) {
             give_back(pool, lp, b, o);
             i++;
             continue;
+        }
+        if (detached(was)) {
+            struct lpool *to = was == DETACHED(lp) || lp->avail.n < TAKE_MAX ? lp : NULL;
+            if (__atomic_compare_exchange_n(&b->owner, &was, to, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+                /* Ours now, with what other threads put back meanwhile;
+                 * or the global pool's, when we have blocks enough. */
+                fa__pool_block_collect(pool, b);
+                set_free(pool, b, (uintptr_t)o);
+                b->out--;
+                if (to != NULL) {
+                    fa__pool_place(pool, lp, b);
+                } else {
+                    uint64_t now = fa__now_ms();
+                    fa__lock(&lp->g->lock);
+                    to_global(lp->g, b, now);
+                    fa__unlock(&lp->g->lock);
+                }
+                i++;
+                continue;
+            }
         }
         /* Another thread's block: its remote bits, one OR for each run of
          * objects here that share a word, and one hint for the run of the

@@ -72,6 +72,9 @@
 #define CACHE_MIN 16             /* ... but at least this many objects */
 #define CACHE_CAP 256            /* ... and at most this many */
 #define SCAN 8                   /* blocks looked at per search for remote puts */
+#define SWEEP 16                 /* blocks looked at per growth for stranded puts (trim.c) */
+#define TAKE_MAX 4               /* blocks with free objects beyond which a thread
+                                    leaves a detached block to a global pool */
 /* Bytes of a block's fresh pages faulted in with one call, as a cut
  * reaches them: a call costs about what one page fault does here, and a
  * thread's last block holds at most this much that it has not cut yet. */
@@ -85,11 +88,19 @@ struct blist {
     size_t n;
 };
 
+/* A block's owner while it is full and no thread's: its last owner with
+ * the low bit set (local.c, fa__pool_place).  The first thread to put one
+ * of its objects back takes it with a compare-and-swap. */
+#define DETACHED(lp) ((struct lpool *)((uintptr_t)(lp) | 1))
+#define detached(o) (((uintptr_t)(o) & 1) != 0)
+
 struct block {
     /* The owner's fields, read and written only by the owning thread, or
      * under the global pool's lock while nobody owns the block.  Giving an
      * object back to a block touches this line and one of its bits'. */
-    struct lpool *owner;   /* NULL: in a global pool, or a debug pool's */
+    struct lpool *owner;   /* NULL: in a global pool, or a debug pool's;
+                              DETACHED(last owner): full, and no
+                              thread's (local.c) */
     int64_t out;           /* objects cut and not free here (those in a
                               cache count as out) */
     uint8_t where;
@@ -202,6 +213,10 @@ struct fa_pool {
     struct block *dbg_blk;
     void *dbg_qhead, *dbg_qtail;
     size_t dbg_qbytes;
+
+    /* where the next sweep for stranded detached blocks starts (grow;
+     * trim.c), NULL: at the first block */
+    struct block *sweep;
 
     /* idle trim */
     unsigned tick;
@@ -331,8 +346,18 @@ static inline struct lpool *remote_put_word(const fa_pool *pool, struct block *b
 
 static inline void remote_hint(struct lpool *o)
 {
-    if (o != NULL && __atomic_load_n(&o->remote_hint, __ATOMIC_RELAXED) == 0)
+    if (o != NULL && !detached(o) && __atomic_load_n(&o->remote_hint, __ATOMIC_RELAXED) == 0)
         __atomic_store_n(&o->remote_hint, 1, __ATOMIC_RELEASE);
+}
+
+/* Any remote puts in b not collected yet (a look, not a take). */
+static inline int block_has_remote(const fa_pool *pool, const struct block *b)
+{
+    const uint64_t *rb = block_rbits(pool, b);
+    for (size_t w = 0; w < (pool->per_block + 63) / 64; w++)
+        if (__atomic_load_n(&rb[w], __ATOMIC_RELAXED) != 0)
+            return 1;
+    return 0;
 }
 
 /* blocks.c: the lists (linking a block in also sets its `where`), and a
@@ -365,6 +390,10 @@ size_t fa__pool_debug_trim_locked(fa_pool *pool) FA_HIDDEN;
  * before `before` (UINT64_MAX: all), which fa_pool_trim (pool.c) calls too
  * (grow held; returns the bytes given back). */
 void fa__pool_maybe_idle_trim(fa_pool *pool) FA_HIDDEN;
+/* trim.c: up to `budget` blocks (SIZE_MAX: all) looked at for detached
+ * blocks with remote puts, which go to a global pool (grow held; returns
+ * how many went). */
+size_t fa__pool_sweep_detached(fa_pool *pool, size_t budget) FA_HIDDEN;
 size_t fa__pool_trim_locked(fa_pool *pool, uint64_t before) FA_HIDDEN;
 
 /* ---- local pools: the per-thread arrays (local.c) ---- */

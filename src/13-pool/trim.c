@@ -7,12 +7,39 @@
 #include "01-os/clock.h"
 #include "01-os/os.h"
 
+/* A put that read a block's owner just before the owner detached it
+ * leaves its bit in a block no thread collects: the puts that take a
+ * detached block come only while some of its objects are out.  Such a
+ * block goes to a global pool here, where adopt() collects it. */
+size_t fa__pool_sweep_detached(fa_pool *pool, size_t budget)
+{
+    size_t moved = 0;
+    struct block *b = pool->sweep != NULL ? pool->sweep : pool->blocks;
+    for (size_t k = 0; k < budget && b != NULL; k++, b = b->next) {
+        struct lpool *was = __atomic_load_n(&b->owner, __ATOMIC_RELAXED);
+        if (!detached(was) || !block_has_remote(pool, b) ||
+            !__atomic_compare_exchange_n(&b->owner, &was, NULL, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            continue;
+        fa__pool_block_collect(pool, b);
+        struct gpool *g = &pool->g[0];
+        fa__lock(&g->lock);
+        b->stamp_ms = fa__now_ms();
+        fa__pool_bl_add(b->out == 0 ? &g->empty : &g->part, b, b->out == 0 ? W_GEMPTY : W_GPART, false);
+        fa__unlock(&g->lock);
+        moved++;
+    }
+    pool->sweep = b;
+    return moved;
+}
+
 /* Release the unowned blocks whose objects are all free and that entered a
  * global pool at or before `before` (UINT64_MAX: all).  grow held. */
 size_t fa__pool_trim_locked(fa_pool *pool, uint64_t before)
 {
     if (pool->debug)
         return fa__pool_debug_trim_locked(pool);
+    pool->sweep = NULL;
+    fa__pool_sweep_detached(pool, SIZE_MAX);
     uint64_t now = fa__now_ms();
     for (unsigned i = 0; i < pool->ngpools; i++) {
         struct gpool *g = &pool->g[i];
