@@ -51,37 +51,12 @@ static struct block *adopt(fa_pool *pool, struct lpool *lp, int built_only)
     return NULL;
 }
 
-/* One of lp's full blocks that has had remote puts; up to `scan` looked at,
- * and only when a remote put has raised lp's hint since the last look
- * (`all`: every block, hint or not). */
-static struct block *full_with_remote(fa_pool *pool, struct lpool *lp, size_t scan, int all)
-{
-    if (lp->full.head == NULL)
-        return NULL;
-    if (!__atomic_exchange_n(&lp->remote_hint, 0, __ATOMIC_ACQUIRE) && !all)
-        return NULL;
-    for (size_t s = 0; s < scan && lp->full.head != NULL; s++) {
-        struct block *b = lp->full.head;
-        fa__pool_bl_remove(&lp->full, b);
-        fa__pool_block_collect(pool, b);
-        if (has_built_free(pool, b) || b->bump < b->end) {
-            /* Others may have had puts too: look again next time. */
-            __atomic_store_n(&lp->remote_hint, 1, __ATOMIC_RELAXED);
-            return b;
-        }
-        fa__pool_bl_add(&lp->full, b, W_FULL, true);
-    }
-    if (scan < lp->full.n)
-        __atomic_store_n(&lp->remote_hint, 1, __ATOMIC_RELAXED);
-    return NULL;
-}
-
 /* The next block for lp's cache to take from, out of its list: free
  * objects already built first, then objects never cut. */
 static struct block *next_block(fa_pool *pool, struct lpool *lp)
 {
     struct block *b = lp->avail.head != NULL ? lp->avail.head : lp->spare.head;
-    if (b == NULL && (b = full_with_remote(pool, lp, SCAN, 0)) == NULL && (b = adopt(pool, lp, 1)) == NULL)
+    if (b == NULL && (b = adopt(pool, lp, 1)) == NULL)
         b = lp->fresh.head;
     if (b != NULL) {
         if (b->where != W_NONE) /* a head of lp's lists, not a block taken out already */
@@ -103,9 +78,7 @@ static struct block *next_block(fa_pool *pool, struct lpool *lp)
         fa__pool_maybe_idle_trim(pool);
         return b;
     }
-    /* At the cap: look at every full block before giving up. */
-    if ((b = full_with_remote(pool, lp, lp->full.n, 1)) != NULL)
-        return b;
+    /* At the cap: every detached block looked at before giving up. */
     pthread_mutex_lock(&pool->grow);
     pool->sweep = NULL;
     if (fa__pool_sweep_detached(pool, SIZE_MAX) > 0)
@@ -169,9 +142,7 @@ static int refill(fa_pool *pool, struct lpool *lp)
     if (b == NULL)
         return 0;
     size_t n = 1;
-    /* Before cutting new objects, the remote puts of the block (the one
-     * being cut takes them too: it is not on the list of full blocks that
-     * full_with_remote looks through). */
+    /* Before cutting new objects, the remote puts of the block. */
     if (!has_built_free(pool, b))
         fa__pool_block_collect(pool, b);
     if (has_built_free(pool, b)) {
@@ -250,7 +221,7 @@ static FA_NOINLINE void put_slow(fa_pool *pool, void *obj)
             fa__unlock(&pool->g[0].lock);
         } else {
             size_t s = slot_index(pool, b, (uintptr_t)obj);
-            remote_hint(remote_put_word(pool, b, s / 64, (uint64_t)1 << (s % 64)));
+            remote_put_word(pool, b, s / 64, (uint64_t)1 << (s % 64));
         }
         pool->puts_retired++;
         pthread_mutex_unlock(&pool->grow);

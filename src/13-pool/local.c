@@ -143,9 +143,7 @@ void fa__pool_spill(fa_pool *pool, struct lpool *lp, size_t keep)
             }
         }
         /* Another thread's block: its remote bits, one OR for each run of
-         * objects here that share a word, and one hint for the run of the
-         * block's objects. */
-        struct lpool *owner = NULL;
+         * objects here that share a word. */
         do {
             size_t s = slot_index(pool, b, (uintptr_t)lp->cache[i]);
             uint64_t mask = (uint64_t)1 << (s % 64);
@@ -155,9 +153,8 @@ void fa__pool_spill(fa_pool *pool, struct lpool *lp, size_t keep)
                     break;
                 mask |= (uint64_t)1 << (t % 64);
             }
-            owner = remote_put_word(pool, b, s / 64, mask);
+            remote_put_word(pool, b, s / 64, mask);
         } while (i < n && block_of(pool, lp->cache[i]) == b);
-        remote_hint(owner);
     }
     fa__memmove(lp->cache, lp->cache + n, (lp->n - n) * sizeof lp->cache[0]);
     lp->n -= n;
@@ -178,9 +175,7 @@ static struct lpool *lp_new(fa_pool *pool)
     }
     if (lp == NULL)
         return NULL;
-    /* Not the hint: a remote put may still raise it in a recycled lpool. */
-    fa__memset(lp, 0, offsetof(struct lpool, remote_hint));
-    __atomic_store_n(&lp->remote_hint, 0, __ATOMIC_RELAXED);
+    fa__memset(lp, 0, offsetof(struct lpool, cache));
     lp->pool = pool;
     lp->max = CACHE_BYTES / pool->slot;
     lp->max = lp->max < CACHE_MIN ? CACHE_MIN : lp->max > CACHE_CAP ? CACHE_CAP : lp->max;
@@ -265,11 +260,11 @@ void fa__pool_lp_drop(fa_pool *pool, struct lpool *lp)
     if (spare_lps == NULL)
         spare_lps = fa__os_map(SPARE_LPS_MAX * sizeof *spare_lps, 0);
     if (spare_lps == NULL || spare_n == SPARE_LPS_MAX)
-        return; /* not kept: it stays mapped, as a stale owner may write its hint */
+        return; /* not kept (and not unmapped: it is small) */
     spare_lps[spare_n++] = lp;
-    /* Nothing in it is read again before lp_new clears it; a remote put
-     * that still takes it for its block's owner only raises its hint, into
-     * a fresh zero page. */
+    /* Nothing in it is read again before lp_new clears it.  A block
+     * detached by it carries its address as a tag (pool.h, DETACHED), and
+     * only compares it. */
     fa__os_release((void *)((uintptr_t)lp & ~(uintptr_t)(LP_PAGE - 1)), LP_PAGE, false);
 }
 

@@ -80,7 +80,7 @@
  * thread's last block holds at most this much that it has not cut yet. */
 #define POPULATE_STEP ((uintptr_t)8 << 10)
 
-enum where { W_NONE, W_AVAIL, W_FRESH, W_FULL, W_SPARE, W_GPART, W_GEMPTY, W_DEBUG };
+enum where { W_NONE, W_AVAIL, W_FRESH, W_SPARE, W_GPART, W_GEMPTY, W_DEBUG };
 #define NLISTS (W_SPARE - W_AVAIL + 1) /* a local pool's lists, W_AVAIL to W_SPARE */
 
 struct blist {
@@ -142,7 +142,6 @@ struct lpool {
         struct {
             struct blist avail; /* blocks with free objects (built) */
             struct blist fresh; /* blocks with only objects never cut */
-            struct blist full;  /* blocks with none (until a put or a remote put) */
             struct blist spare; /* blocks all free, at most spare_max */
         };
         struct blist lists[NLISTS];
@@ -152,9 +151,6 @@ struct lpool {
     struct fa_pool *pool;
     struct lpool *next, *prev; /* the pool's local pools */
     struct lpool **slot;   /* where the owning thread's array points to us */
-    /* Raised by other threads: they set remote bits in one of our blocks
-     * since we last looked. */
-    int remote_hint FA_ALIGNED_CL;
     /* The cache: a stack of pointers, so that neither a get nor a put
      * touches the object, and a spill reads them in order.  Objects put in
      * random order are each touched once, by the program. */
@@ -324,30 +320,22 @@ static inline void set_free(const fa_pool *pool, struct block *b, uintptr_t u)
         b->scan = (uint32_t)(i / 64);
 }
 
-/* Remote puts: a thread that gives an object back to a block it does not
- * own sets the object's bit in the block's remote bits with an atomic OR,
- * several objects of one word at once, and writes nothing into the
- * object.  The OR is the put's last write to the block: it reads the
- * block's owner before it, and raises the owner's hint after it, on the
- * local pool, which is never freed (a hint to a former owner costs it one
- * look).  The owner, or the holder of the global pool's lock for an
- * unowned block, takes the bits a word at a time with an exchange: a
- * collect counts exactly the puts it takes, and `out` == 0 means every
- * object is free in the block.  Linked remote lists (this pool's design
- * before) had the owner walk every object another thread had just written,
- * one cache miss each: half the time of bursts put back by another thread
- * (docs/HISTORY.md, #40). */
-static inline struct lpool *remote_put_word(const fa_pool *pool, struct block *b, size_t word, uint64_t mask)
+/* Remote puts: a thread that gives an object back to a block another
+ * thread owns sets the object's bit in the block's remote bits with an
+ * atomic OR, several objects of one word at once, and writes nothing into
+ * the object.  The OR is the put's last touch of the block.  The owner,
+ * or the holder of the global pool's lock for an unowned block, takes the
+ * bits a word at a time with an exchange: before it cuts new objects from
+ * the block, when the block has no other free object, and before it
+ * detaches the block (local.c).  A collect counts exactly the puts it
+ * takes, and `out` == 0 means every object is free in the block.  Linked
+ * remote lists (this pool's design before) had the owner walk every object
+ * another thread had just written, one cache miss each: half the time of
+ * bursts put back by another thread (docs/HISTORY.md, #40).  A put into a
+ * detached block takes the block instead (local.c). */
+static inline void remote_put_word(const fa_pool *pool, struct block *b, size_t word, uint64_t mask)
 {
-    struct lpool *o = __atomic_load_n(&b->owner, __ATOMIC_RELAXED);
     __atomic_fetch_or(&block_rbits(pool, b)[word], mask, __ATOMIC_RELEASE);
-    return o;
-}
-
-static inline void remote_hint(struct lpool *o)
-{
-    if (o != NULL && !detached(o) && __atomic_load_n(&o->remote_hint, __ATOMIC_RELAXED) == 0)
-        __atomic_store_n(&o->remote_hint, 1, __ATOMIC_RELEASE);
 }
 
 /* Any remote puts in b not collected yet (a look, not a take). */
