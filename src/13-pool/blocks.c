@@ -42,6 +42,16 @@ void fa__pool_bl_remove(struct blist *l, struct block *b)
     b->where = W_NONE;
 }
 
+void fa__pool_to_global(struct gpool *g, struct block *b, uint64_t now)
+{
+    __atomic_store_n(&b->owner, NULL, __ATOMIC_RELAXED);
+    b->stamp_ms = now;
+    if (b->out == 0)
+        fa__pool_bl_add(&g->empty, b, W_GEMPTY, false);
+    else
+        fa__pool_bl_add(&g->part, b, W_GPART, false);
+}
+
 /* ---- blocks ---- */
 
 static uintptr_t os_page_up(uintptr_t a)

@@ -9,6 +9,7 @@
  * gives the cache's oldest objects back to their blocks (local.c). */
 #include "13-pool/pool.h"
 #include "00-base/asan.h"
+#include "01-os/clock.h"
 
 #include <errno.h>
 
@@ -216,8 +217,9 @@ static FA_NOINLINE void put_slow(fa_pool *pool, void *obj)
             fa__pool_block_collect(pool, b);
             set_free(pool, b, (uintptr_t)obj);
             b->out--;
+            uint64_t now = fa__now_ms();
             fa__lock(&pool->g[0].lock);
-            fa__pool_bl_add(&pool->g[0].part, b, W_GPART, false);
+            fa__pool_to_global(&pool->g[0], b, now);
             fa__unlock(&pool->g[0].lock);
         } else {
             size_t s = slot_index(pool, b, (uintptr_t)obj);

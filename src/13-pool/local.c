@@ -44,19 +44,6 @@ static void thread_exit(void *arg);
 
 /* ---- local pools ---- */
 
-/* A block leaves its thread for g, which is locked: onto its empty list
- * when all its objects are free, else onto its list of blocks with objects
- * out. */
-static void to_global(struct gpool *g, struct block *b, uint64_t now)
-{
-    __atomic_store_n(&b->owner, NULL, __ATOMIC_RELAXED);
-    b->stamp_ms = now;
-    if (b->out == 0)
-        fa__pool_bl_add(&g->empty, b, W_GEMPTY, false);
-    else
-        fa__pool_bl_add(&g->part, b, W_GPART, false);
-}
-
 /* File a block that is in no list.  May hand it over. */
 void fa__pool_place(fa_pool *pool, struct lpool *lp, struct block *b)
 {
@@ -66,7 +53,7 @@ void fa__pool_place(fa_pool *pool, struct lpool *lp, struct block *b)
         } else {
             uint64_t now = fa__now_ms();
             fa__lock(&lp->g->lock);
-            to_global(lp->g, b, now);
+            fa__pool_to_global(lp->g, b, now);
             fa__unlock(&lp->g->lock);
             fa__pool_maybe_idle_trim(pool);
         }
@@ -135,7 +122,7 @@ void fa__pool_spill(fa_pool *pool, struct lpool *lp, size_t keep)
                 } else {
                     uint64_t now = fa__now_ms();
                     fa__lock(&lp->g->lock);
-                    to_global(lp->g, b, now);
+                    fa__pool_to_global(lp->g, b, now);
                     fa__unlock(&lp->g->lock);
                 }
                 i++;
@@ -240,7 +227,7 @@ void fa__pool_lp_retire(fa_pool *pool, struct lpool *lp)
     for (struct blist *l = lp->lists; l < lp->lists + NLISTS; l++)
         for (struct block *b; (b = l->head) != NULL;) {
             fa__pool_bl_remove(l, b);
-            to_global(g, b, now);
+            fa__pool_to_global(g, b, now);
         }
     fa__unlock(&g->lock);
     pool->gets_retired += lp_gets(lp);

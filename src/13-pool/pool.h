@@ -353,6 +353,10 @@ static inline int block_has_remote(const fa_pool *pool, const struct block *b)
  * held. */
 void fa__pool_bl_add(struct blist *l, struct block *b, int where, bool at_tail) FA_HIDDEN;
 void fa__pool_bl_remove(struct blist *l, struct block *b) FA_HIDDEN;
+/* b, in no list, leaves its thread (or none) for g, which is locked: onto
+ * its empty list when all its objects are free, else onto its list of
+ * blocks with objects out. */
+void fa__pool_to_global(struct gpool *g, struct block *b, uint64_t now) FA_HIDDEN;
 void fa__pool_block_collect(fa_pool *pool, struct block *b) FA_HIDDEN;
 struct block *fa__pool_block_new(fa_pool *pool, struct lpool *owner) FA_HIDDEN;
 void *fa__pool_cut_one(fa_pool *pool, struct block *b) FA_HIDDEN;

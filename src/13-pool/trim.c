@@ -21,11 +21,10 @@ size_t fa__pool_sweep_detached(fa_pool *pool, size_t budget)
             !__atomic_compare_exchange_n(&b->owner, &was, NULL, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
             continue;
         fa__pool_block_collect(pool, b);
-        struct gpool *g = &pool->g[0];
-        fa__lock(&g->lock);
-        b->stamp_ms = fa__now_ms();
-        fa__pool_bl_add(b->out == 0 ? &g->empty : &g->part, b, b->out == 0 ? W_GEMPTY : W_GPART, false);
-        fa__unlock(&g->lock);
+        uint64_t now = fa__now_ms();
+        fa__lock(&pool->g[0].lock);
+        fa__pool_to_global(&pool->g[0], b, now);
+        fa__unlock(&pool->g[0].lock);
         moved++;
     }
     pool->sweep = b;
