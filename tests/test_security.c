@@ -17,8 +17,9 @@
  *   overflow  a write past a block's end, and one before its start
  *             (hardened)
  *   copy      memcpy, memmove, memset, strcpy, strcat and strncpy one byte
- *             past a block's end, in a program that never frees it
- *             (hardened)
+ *             past a block's end, in a program that never frees it, and
+ *             memcpy, memmove and memset from 32 bytes before a block's
+ *             start into it (hardened)
  *
  * A child that must die is checked for its signal and its one line; one
  * that must live, for exit status 0.  The parent prints each attempt. */
@@ -319,8 +320,29 @@ static char *(*volatile scpy)(char *, const char *, size_t) = strncpy;
 static char *(*volatile str)(char *, const char *) = strcpy;
 static char *(*volatile cat)(char *, const char *) = strcat;
 
+/* A copy that starts 32 bytes before a block and runs 8 bytes into it:
+ * whatever lies below the block (another block, or no block at all), the
+ * write leaves the block one of its ends lies in. */
+static int child_copy_under(const char *how, size_t n)
+{
+    char *p = opaque_ptr(fa_malloc(n));
+    char *src = opaque_ptr(fa_malloc(64));
+    set(src, 'A', 64);
+    printf("%s starting 32 bytes before a block of %zu\n", how, n);
+    fflush(stdout);
+    if (strcmp(how, "memcpy-under") == 0)
+        cpy(p - 32, src, 40);
+    else if (strcmp(how, "memmove-under") == 0)
+        mov(p - 32, src, 40);
+    else
+        set(p - 32, 1, 40);
+    return 4;
+}
+
 static int child_copy(const char *how, size_t n)
 {
+    if (strstr(how, "-under") != NULL)
+        return child_copy_under(how, n);
     char *p = opaque_ptr(fa_malloc(n));
     char *src = opaque_ptr(fa_malloc(n + 2));
     set(src, 'A', n + 1);
@@ -527,6 +549,12 @@ static int case_copy(void)
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         for (size_t h = 0; h < sizeof hows / sizeof hows[0]; h++)
             run("copy", hows[h], sizes[i], ABORT, "writes past the end");
+    /* Bounded at both ends: below a large block, or below a span's first
+     * block, there is no block for the start to be bounded by. */
+    static const char *const unders[] = {"memcpy-under", "memmove-under", "memset-under"};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        for (size_t h = 0; h < sizeof unders / sizeof unders[0]; h++)
+            run("copy", unders[h], sizes[i], ABORT, "heap overflow:");
     return check_done("test_security copy");
 }
 

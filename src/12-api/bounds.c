@@ -116,12 +116,40 @@ _Noreturn FA_COLD static void overflow(const char *what, const void *d, size_t l
               what, len, d, n, (void *)b);
 }
 
+_Noreturn FA_COLD static void underflow(const char *what, const void *d, size_t len, uintptr_t b, size_t n)
+{
+    fa__fatal("fastalloc: heap overflow: %s of %zu bytes at %p writes before the start of the %zu-byte block "
+              "at %p",
+              what, len, d, n, (void *)b);
+}
+
+/* A write of len bytes at d, which lies in no heap block, and whose last
+ * byte lies on another page: that byte must lie in no heap block either.
+ * A write that runs into a block from below is an underflow of it (or an
+ * overflow of whatever d lies in); bounding the start alone let it pass. */
+static FA_NOINLINE void bound_end(const char *what, const void *d, size_t len)
+{
+    uintptr_t b = 0;
+    size_t n = 0;
+    if (room((const char *)d + len - 1, &b, &n, false) != UNBOUNDED)
+        underflow(what, d, len, b, n);
+}
+
 /* The bound for a write of len bytes at d by what: stop the program if
- * len does not fit. */
+ * len does not fit the block d lies in, or if d lies in none and the write
+ * ends in one.  Both ends are looked at only when the write crosses a page
+ * (the page map's unit): within one page, both lie in the same span or in
+ * none. */
 FA_INLINE void bound(const char *what, const void *d, size_t len)
 {
-    if (FA_UNLIKELY(len > room_at(d)))
-        overflow(what, d, len);
+    size_t r = room_at(d);
+    if (FA_LIKELY(r != UNBOUNDED)) {
+        if (FA_UNLIKELY(len > r))
+            overflow(what, d, len);
+    } else if (len != 0 && ((uintptr_t)d & (FA_PAGE_SIZE - 1)) + (len - 1) >= FA_PAGE_SIZE &&
+               len - 1 <= UINTPTR_MAX - (uintptr_t)d) {
+        bound_end(what, d, len);
+    }
 }
 
 EXPORT void *memcpy(void *restrict d, const void *restrict s, size_t len)
