@@ -127,7 +127,7 @@ _Noreturn FA_COLD static void underflow(const char *what, const void *d, size_t 
  * byte lies on another page: that byte must lie in no heap block either.
  * A write that runs into a block from below is an underflow of it (or an
  * overflow of whatever d lies in); bounding the start alone let it pass. */
-static FA_NOINLINE void bound_end(const char *what, const void *d, size_t len)
+static void bound_end(const char *what, const void *d, size_t len)
 {
     uintptr_t b = 0;
     size_t n = 0;
@@ -136,43 +136,71 @@ static FA_NOINLINE void bound_end(const char *what, const void *d, size_t len)
 }
 
 /* The bound for a write of len bytes at d by what: stop the program if
- * len does not fit the block d lies in, or if d lies in none and the write
- * ends in one.  Both ends are looked at only when the write crosses a page
- * (the page map's unit): within one page, both lie in the same span or in
- * none. */
-FA_INLINE void bound(const char *what, const void *d, size_t len)
+ * len does not fit the block d lies in.  True when d lies in no block and
+ * the write crosses a page (the page map's unit): then its end is looked
+ * at too (bound_end), by a copy of the call off the common path, so that
+ * the common one keeps nothing across a call.  Within one page, both ends
+ * lie in the same span or in none. */
+FA_INLINE bool bound(const char *what, const void *d, size_t len)
 {
     size_t r = room_at(d);
     if (FA_LIKELY(r != UNBOUNDED)) {
         if (FA_UNLIKELY(len > r))
             overflow(what, d, len);
-    } else if (len != 0 && ((uintptr_t)d & (FA_PAGE_SIZE - 1)) + (len - 1) >= FA_PAGE_SIZE &&
-               len - 1 <= UINTPTR_MAX - (uintptr_t)d) {
-        bound_end(what, d, len);
+        return false;
     }
+    return ((uintptr_t)d & (FA_PAGE_SIZE - 1)) + len > FA_PAGE_SIZE && len - 1 <= UINTPTR_MAX - (uintptr_t)d;
+}
+
+static FA_NOINLINE void *memcpy_far(void *restrict d, const void *restrict s, size_t len)
+{
+    bound_end("memcpy", d, len);
+    return fa__libc_memcpy(d, s, len, fa__unbounded());
 }
 
 EXPORT void *memcpy(void *restrict d, const void *restrict s, size_t len)
 {
-    bound("memcpy", d, len);
+    if (FA_UNLIKELY(bound("memcpy", d, len)))
+        return memcpy_far(d, s, len);
     return fa__libc_memcpy(d, s, len, fa__unbounded());
+}
+
+static FA_NOINLINE void *memmove_far(void *d, const void *s, size_t len)
+{
+    bound_end("memmove", d, len);
+    return fa__libc_memmove(d, s, len, fa__unbounded());
 }
 
 EXPORT void *memmove(void *d, const void *s, size_t len)
 {
-    bound("memmove", d, len);
+    if (FA_UNLIKELY(bound("memmove", d, len)))
+        return memmove_far(d, s, len);
     return fa__libc_memmove(d, s, len, fa__unbounded());
+}
+
+static FA_NOINLINE void *mempcpy_far(void *restrict d, const void *restrict s, size_t len)
+{
+    bound_end("mempcpy", d, len);
+    return fa__libc_mempcpy(d, s, len, fa__unbounded());
 }
 
 EXPORT void *mempcpy(void *restrict d, const void *restrict s, size_t len)
 {
-    bound("mempcpy", d, len);
+    if (FA_UNLIKELY(bound("mempcpy", d, len)))
+        return mempcpy_far(d, s, len);
     return fa__libc_mempcpy(d, s, len, fa__unbounded());
+}
+
+static FA_NOINLINE void *memset_far(void *d, int c, size_t len)
+{
+    bound_end("memset", d, len);
+    return fa__libc_memset(d, c, len, fa__unbounded());
 }
 
 EXPORT void *memset(void *d, int c, size_t len)
 {
-    bound("memset", d, len);
+    if (FA_UNLIKELY(bound("memset", d, len)))
+        return memset_far(d, c, len);
     return fa__libc_memset(d, c, len, fa__unbounded());
 }
 
@@ -209,7 +237,8 @@ EXPORT char *strcat(char *restrict d, const char *restrict s)
 
 EXPORT char *strncpy(char *restrict d, const char *restrict s, size_t len)
 {
-    bound("strncpy", d, len); /* it writes len bytes, NULs after the string */
+    if (FA_UNLIKELY(bound("strncpy", d, len))) /* it writes len bytes, NULs after the string */
+        bound_end("strncpy", d, len);
     return fa__libc_strncpy(d, s, len, fa__unbounded());
 }
 
