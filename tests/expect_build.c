@@ -4,14 +4,15 @@
  * that silently got the default library (or the reverse) fails instead of
  * passing for the wrong build.  FA_TEST_EXPECT_SECURE says which.
  *
- * The sign is which_build.h's: a 100-byte block's usable size, exact only
- * in the hardened build.  Debug mode reports exact sizes in both builds, so
- * a process in debug mode (the children test_debug starts) is not checked:
+ * The sign is which_build.h's: a freed block's link, encoded only in the
+ * hardened build.  Debug mode keeps freed blocks its own way in both
+ * builds, so a process in debug mode (the children test_debug starts) is
+ * not checked:
  * the test's own process, which starts them, was.  Nor is one under
  * valgrind (FA_TEST_UNDER_VALGRIND, which test_pool_memcheck sets), where
  * the library takes debug mode's paths.  A block the heap
  * profile samples is a large block whatever the build: the majority of
- * several blocks decides. */
+ * several tries decides. */
 #include "which_build.h"
 
 #include <stdlib.h>
@@ -29,8 +30,8 @@ __attribute__((constructor)) static void expect_build(void)
     }
     int tailed = votes * 2 > n;
     if (tailed != want) {
-        fprintf(stderr, "expect_build: this test was built for the %s library, but a 100-byte block's usable "
-                "size says the %s one serves it (%d of %d blocks exact; fa_malloc from %s)\n",
+        fprintf(stderr, "expect_build: this test was built for the %s library, but a freed block's link "
+                "says the %s one serves it (%d of %d links encoded; fa_malloc from %s)\n",
                 want ? "hardened" : "default", tailed ? "hardened" : "default", votes, n, w.object);
         _exit(1);
     }

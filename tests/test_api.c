@@ -50,14 +50,13 @@ static size_t class_rule(size_t n)
 }
 
 /* The usable size of a block asked for n bytes: its class's (above), or in
- * the hardened library exactly n (util.h, test_secure_usable). */
+ * the hardened library with tails exactly n (util.h, test_secure_usable);
+ * a large block's in the hardened library, exactly n (its record). */
 static size_t expected_usable(size_t n)
 {
-#if FA_TEST_SECURE_LIB
-    return test_secure_usable(n);
-#else
+    if (test_tails_on() || (FA_TEST_SECURE_LIB && n > MAX_SMALL - TEST_TAIL))
+        return test_secure_usable(n);
     return class_rule(n);
-#endif
 }
 
 /* The most bytes a request may ask for and share the block of a request of

@@ -48,10 +48,10 @@ __attribute__((noinline)) void *hook_site(size_t n)
 }
 
 /* on_free's size is the block's usable size: a 100-byte block's is its
- * class's, 112, or in the hardened library the 100 bytes asked for (util.h,
- * test_secure_usable). */
+ * class's, 112, or in the hardened library with tails the 100 bytes asked
+ * for (util.h, test_secure_usable). */
 #if FA_TEST_SECURE_LIB
-#define OLD_USABLE test_secure_usable(100)
+#define OLD_USABLE (test_tails_on() ? test_secure_usable(100) : (size_t)112)
 #else
 #define OLD_USABLE ((size_t)112)
 #endif

@@ -308,9 +308,10 @@ static int child_overflow(const char *how, size_t n)
     return 5;
 }
 
-/* The bounded copies (12-api/bounds.c): each writes all n bytes of a
- * block it was asked for, which must pass, then n + 1, which must stop the
- * program (exit 4 if it does not).  Called through volatile pointers, so
+/* The bounded copies (12-api/bounds.c): each writes all n usable bytes of
+ * a block, which must pass, then n + 1, which must stop the program (exit
+ * 4 if it does not).  n is the block's class's bytes, or with tails those
+ * asked for (exit 6 if it is not).  Called through volatile pointers, so
  * that the compiler neither inlines them nor bounds them itself
  * (_FORTIFY_SOURCE). */
 static void *(*volatile cpy)(void *, const void *, size_t) = memcpy;
@@ -344,6 +345,12 @@ static int child_copy(const char *how, size_t n)
     if (strstr(how, "-under") != NULL)
         return child_copy_under(how, n);
     char *p = opaque_ptr(fa_malloc(n));
+    size_t u = fa_malloc_usable_size(p); /* the bound: the class's, or the tail's n */
+    if (getenv("FASTALLOC_SECURE_TAILS") != NULL && u != (n < 16 ? 16 : n)) {
+        printf("%zu bytes usable of a block asked for %zu, with tails\n", u, n);
+        return 6;
+    }
+    n = u;
     char *src = opaque_ptr(fa_malloc(n + 2));
     set(src, 'A', n + 1);
     src[n + 1] = 0;
@@ -402,23 +409,32 @@ static int child(const char *kind, const char *how, size_t n)
 
 enum outcome { EXIT0, ABORT, SEGV };
 
-static void zero_on(void *arg)
+/* The hardened build's options a child runs with. */
+enum { OPT_ZERO = 1, OPT_TAILS = 2 };
+static const int opt_sets[4] = {0, OPT_ZERO, OPT_TAILS, OPT_ZERO | OPT_TAILS};
+
+static void opts_on(void *arg)
 {
-    (void)arg;
-    setenv("FASTALLOC_SECURE_ZERO", "1", 1);
+    int opts = *(const int *)arg;
+    if (opts & OPT_ZERO)
+        setenv("FASTALLOC_SECURE_ZERO", "1", 1);
+    if (opts & OPT_TAILS)
+        setenv("FASTALLOC_SECURE_TAILS", "1", 1);
 }
 
 /* A child that runs with the hardened build's `secure_zero` option on
- * (zero), or with the options as they are. */
-static void run_opt(const char *kind, const char *how, size_t n, enum outcome want, const char *line, bool zero)
+ * (OPT_ZERO), its `secure_tails` (OPT_TAILS), both, or with the options as
+ * they are (0). */
+static void run_opt(const char *kind, const char *how, size_t n, enum outcome want, const char *line, int opts)
 {
     char size[32];
     snprintf(size, sizeof size, "%zu", n);
     char *argv[] = {(char *)child_self(), "child", (char *)kind, (char *)how, size, NULL};
     struct child_out r;
-    child_run(&r, zero ? zero_on : NULL, NULL, argv);
+    child_run(&r, opts != 0 ? opts_on : NULL, (void *)&opt_sets[opts], argv);
     const char *what = WIFSIGNALED(r.status) ? strsignal(WTERMSIG(r.status)) : "exit";
-    printf("%-8s %-11s %8zu B: %s %d\n", kind, how, n, what,
+    printf("%-8s %-13s %8zu B%s%s: %s %d\n", kind, how, n, opts & OPT_ZERO ? " zero" : "",
+           opts & OPT_TAILS ? " tails" : "", what,
            WIFEXITED(r.status) ? WEXITSTATUS(r.status) : WTERMSIG(r.status));
     switch (want) {
     case EXIT0:
@@ -447,7 +463,7 @@ static void run_opt(const char *kind, const char *how, size_t n, enum outcome wa
 
 static void run(const char *kind, const char *how, size_t n, enum outcome want, const char *line)
 {
-    run_opt(kind, how, n, want, line, false);
+    run_opt(kind, how, n, want, line, 0);
 }
 
 static int case_double(void)
@@ -518,7 +534,7 @@ static int case_uaf(void)
     /* With `secure_zero` only; large blocks are not scrubbed (SECURITY.md). */
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (sizes[i] <= LARGE)
-            run_opt("uaf", "-", sizes[i], ABORT, "heap corruption", true);
+            run_opt("uaf", "-", sizes[i], ABORT, "heap corruption", OPT_ZERO);
     return check_done("test_security uaf");
 }
 
@@ -535,8 +551,9 @@ static int case_overflow(void)
             run("overflow", "tail", n + 100, ABORT, "written past its end");
             continue; /* a large block has no guard before it (SECURITY.md) */
         }
-        run("overflow", "over", n, ABORT, "written past its end");
-        run("overflow", "under", n, ABORT, "found at the free of the block after it");
+        /* Small blocks: found by their tails, an option (SECURITY.md). */
+        run_opt("overflow", "over", n, ABORT, "written past its end", OPT_TAILS);
+        run_opt("overflow", "under", n, ABORT, "found at the free of the block after it", OPT_TAILS);
     }
     return check_done("test_security overflow");
 }
@@ -545,10 +562,14 @@ static int case_copy(void)
 {
     if (!TEST_SECURE)
         return hardened_only("copy");
+    /* Bounded by the block's size class, or with tails by the bytes asked
+     * for (child_copy writes what malloc_usable_size says, then a byte
+     * more). */
     static const char *const hows[] = {"memcpy", "memmove", "memset", "strcpy", "strcat", "strncpy"};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        for (size_t h = 0; h < sizeof hows / sizeof hows[0]; h++)
-            run("copy", hows[h], sizes[i], ABORT, "writes past the end");
+    for (int t = 0; t <= OPT_TAILS; t += OPT_TAILS)
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+            for (size_t h = 0; h < sizeof hows / sizeof hows[0]; h++)
+                run_opt("copy", hows[h], sizes[i] - (t ? 7 : 0), ABORT, "writes past the end", t);
     /* Bounded at both ends: below a large block, or below a span's first
      * block, there is no block for the start to be bounded by. */
     static const char *const unders[] = {"memcpy-under", "memmove-under", "memset-under"};

@@ -67,7 +67,7 @@ static int case_one(void)
     }
     fa_stats_get(&after);
     size_t s40 = class_asked(&after, 40)->size, s1k = class_asked(&after, 1000)->size;
-    CHECKF(s40 == (FA_TEST_SECURE_LIB ? 64 : 48) && s1k == 1024, "classes %zu and %zu", s40, s1k);
+    CHECKF(s40 == (test_tails_on() ? 64 : 48) && s1k == 1024, "classes %zu and %zu", s40, s1k);
     CHECKF(after.allocs - before.allocs == N + B + L + 3 * M, "allocs %llu", after.allocs - before.allocs);
     CHECKF(after.frees - before.frees == M + B + 1 + 3 * M, "frees %llu", after.frees - before.frees);
     CHECKF(after.in_use_blocks - before.in_use_blocks == N - M + L - 1, "in use %zu",

@@ -8,6 +8,7 @@
 #include "common.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,11 +163,13 @@ static inline size_t resident_bytes(const void *p, size_t n)
  * FA_TEST_SECURE_LIB=1 for the program linked against libfastalloc-secure,
  * and adapts its expectations with these, fixed here from SECURITY.md and
  * the sources named, never read from the library under test:
- *   - every small request gains a tail of TEST_TAIL bytes (02-records/
- *     tail.h: 2 bytes of record and 8 of canary), so that a request of n
- *     bytes lands in the size class of n + TEST_TAIL, and requests of up to
- *     256 KiB - TEST_TAIL bytes are small;
- *   - malloc_usable_size says the bytes asked for, or 16 for fewer;
+ *   - with its `secure_tails` option on (FASTALLOC_SECURE_TAILS=1, which
+ *     fa_test TAILS sets for a third run of a suite), every small request
+ *     gains a tail of TEST_TAIL bytes (02-records/tail.h: 2 bytes of
+ *     record and 8 of canary), so that a request of n bytes lands in the
+ *     size class of n + TEST_TAIL, and requests of up to 256 KiB -
+ *     TEST_TAIL bytes are small; malloc_usable_size says the bytes asked
+ *     for, or 16 for fewer (test_tails_on); without it, TEST_TAIL is 0;
  *   - a large block has a guard page of TEST_GUARD bytes after it (the page
  *     heap's 8 KiB page), so that two large blocks cut one after the other
  *     lie TEST_GUARD bytes apart;
@@ -177,17 +180,25 @@ static inline size_t resident_bytes(const void *p, size_t n)
 #define FA_TEST_SECURE_LIB 0
 #endif
 #if FA_TEST_SECURE_LIB
-#define TEST_TAIL ((size_t)10)
+/* Whether this process runs with the hardened build's tails: the
+ * environment it was started with, read each time (a child may set it). */
+__attribute__((unused)) static bool test_tails_on(void)
+{
+    const char *e = getenv("FASTALLOC_SECURE_TAILS");
+    return e != NULL && strcmp(e, "1") == 0;
+}
+#define TEST_TAIL (test_tails_on() ? (size_t)10 : (size_t)0)
 #define TEST_GUARD ((size_t)8192)
 #define TEST_SHARED_MAX ((size_t)16 << 20)
 #else
+#define test_tails_on() false
 #define TEST_TAIL ((size_t)0)
 #define TEST_GUARD ((size_t)0)
 #endif
 
-/* The usable size of a block asked for n bytes in the hardened library:
- * exactly n, or 16 for fewer (a free block's link and mark fill its first
- * 16 bytes). */
+/* The usable size of a block asked for n bytes in the hardened library
+ * with tails: exactly n, or 16 for fewer (a free block's link and mark
+ * fill its first 16 bytes). */
 __attribute__((unused)) static size_t test_secure_usable(size_t n)
 {
     return n < 16 ? 16 : n;

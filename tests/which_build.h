@@ -7,11 +7,15 @@
  *     dlsym and dladdr: a preload comes before the library the program is
  *     linked against, and a preload that did not take leaves the linked
  *     one (libfastalloc-secure.so* or libfastalloc.so*);
- *   - what that code does: malloc_usable_size of a block asked for 100
- *     bytes says 112 in the default build (the size class) and 100 in the
- *     hardened build (its tail records the bytes asked for; SECURITY.md).
- *     A library that carries the hardened build's name but was compiled
- *     without FA_SECURE fails here.
+ *   - what that code does: the link word of a freed block.  The default
+ *     build keeps the next free block's plain address there (a block of
+ *     the same span) or NULL; the hardened build keeps it XORed with a
+ *     random key (SECURITY.md, "Encoded links"), whose bit 40 is set, so
+ *     that the word is neither NULL nor within 4 GiB of the block, but
+ *     once in 2^31 runs.  A library that carries the hardened build's
+ *     name but was compiled without FA_SECURE fails here.  (Until #41 the
+ *     sign was a 100-byte block's usable size, exact in the hardened
+ *     build; with its tails now an option, that is the option's sign.)
  *
  * Needs dlsym and dladdr (in libc since glibc 2.34; link CMAKE_DL_LIBS
  * before that). */
@@ -31,11 +35,13 @@ struct which_build {
     char object[1024]; /* the file whose fa_malloc runs; "(none)" if not found */
     bool named_secure;  /* its name is libfastalloc-secure.so* */
     bool named_default; /* its name is libfastalloc.so* */
-    int tailed;         /* 1: a 100-byte block's usable size is 100, 0: more,
-                           -1: no memory */
+    int tailed;         /* 1: a freed 100-byte block's link is encoded (the
+                           hardened build), 0: plain, -1: no memory */
 };
 
-/* Fill *w.  Allocates and frees a 100-byte block. */
+/* Fill *w.  Allocates and frees two 100-byte blocks, and reads the link
+ * word of the second after its free (the allocator's own word; nothing
+ * reads freed memory under valgrind: expect_build.c). */
 __attribute__((unused)) static void which_build_read(struct which_build *w)
 {
     memset(w, 0, sizeof *w);
@@ -52,11 +58,16 @@ __attribute__((unused)) static void which_build_read(struct which_build *w)
         w->named_default = strncmp(base, "libfastalloc.so", 15) == 0;
     }
     w->tailed = -1;
-    void *p = fa_malloc(opaque(100));
-    if (p == NULL)
+    void *p = fa_malloc(opaque(100)), *q = fa_malloc(opaque(100));
+    if (p == NULL || q == NULL) {
+        fa_free(p);
+        fa_free(q);
         return;
-    w->tailed = fa_malloc_usable_size(p) == 100;
+    }
     fa_free(p);
+    fa_free(q);
+    uintptr_t link = *(volatile uintptr_t *)q;
+    w->tailed = link != 0 && (link ^ (uintptr_t)q) >= ((uintptr_t)1 << 32);
 }
 
 /* "secure" or "default" when both signs say it, else NULL. */
@@ -73,8 +84,8 @@ __attribute__((unused)) static const char *which_build_name(const struct which_b
 __attribute__((unused)) static void which_build_describe(const struct which_build *w, char *buf, size_t cap)
 {
     snprintf(buf, cap, "fa_malloc comes from %s, and a block asked for 100 bytes %s", w->object,
-             w->tailed == 1 ? "has 100 usable (the hardened build's tail)"
-             : w->tailed == 0 ? "has more usable (the default build's size class)"
+             w->tailed == 1 ? "keeps an encoded link once freed (the hardened build)"
+             : w->tailed == 0 ? "keeps a plain link once freed (the default build)"
                               : "found no memory (no sign of the build)");
 }
 

@@ -77,6 +77,15 @@ const struct fa__option_def fa__option_defs[] = {
      .doc = "hardened build: `1` zeroes each freed block and checks at its reuse that its "
             "ends are still zero (docs/SECURITY.md); the default library ignores it",
      .off = FIELD(secure_zero), .startup_only = true},
+    /* Exact-size tails were most of the hardened build's time (1.19x of
+     * its 1.39x on make bench, #26): the team took them out of its
+     * default set, into an option of that build (#41, SECURITY.md). */
+    {.name = "secure_tails", .env = "FASTALLOC_SECURE_TAILS", .type = FA_OPT_BOOL, .min = 0,
+     .max = 1, .value = 0, .dflt = "0",
+     .doc = "hardened build: `1` gives every small block a tail that records the bytes asked "
+            "for and a canary past them, checked at each free and bounding the copy functions "
+            "to those bytes (docs/SECURITY.md); the default library ignores it",
+     .off = FIELD(secure_tails), .startup_only = true},
     {.name = "stats", .env = "FASTALLOC_STATS", .type = FA_OPT_TEXT, .min = 0, .max = 1,
      .words = {"1", "json:"}, .value = 0, .dflt = "0",
      .doc = "`1`: print statistics to stderr at exit; `json:PATH`: write them to PATH as JSON "

@@ -16,7 +16,7 @@
 #if FA_SECURE
 /* The fast paths' tests hold from the first call, before start-up. */
 struct fa__fl_secrets fa__fl_key = {.free_mask = FA_MIN_ALIGN - 1,
-                                    .small_limit = FA_SMALL_TABLE_MAX - FA_TAIL + 1};
+                                    .small_limit = FA_SMALL_TABLE_MAX + 1};
 
 void fa__fl_corrupt(const void *b, const char *what)
 {
@@ -160,7 +160,9 @@ void fa__fl_init(void)
     fa__fl_key.tail = (uint64_t)byte * 0x0101010101010101u;
     fa__fl_key.tail_len = (uint16_t)(k[0] >> 48) | 0x8000u;
     fa__fl_key.zero = fa__opt.secure_zero;
-    if (fa__fl_key.zero) { /* every malloc and free leaves for zeroed.c */
+    fa__fl_key.tails = fa__opt.secure_tails;
+    fa__fl_key.rare = fa__fl_key.zero || fa__fl_key.tails;
+    if (fa__fl_key.rare) { /* every malloc and free leaves for zeroed.c */
         fa__fl_key.free_mask = ~(uintptr_t)0;
         fa__fl_key.small_limit = 0;
     }

@@ -51,10 +51,13 @@ struct fa__fl_secrets {
     uint64_t tail;  /* the tails' canary, one byte repeated (tail.h) */
     uint16_t tail_len; /* XORed into tails */
     bool zero;      /* scrub freed blocks, check them at hand-out */
-    /* The fast paths' own tests, which `secure_zero` turns into ones that
-     * always fail, so that neither path tests zero as well: free's test of
-     * a pointer's low bits (FA_MIN_ALIGN - 1, or every bit) and malloc's
-     * bound on the sizes the small table serves (past it, or 0). */
+    bool tails;     /* small blocks carry tails (`secure_tails`, tail.h) */
+    bool rare;      /* zero or tails: the fast paths leave for zeroed.c */
+    /* The fast paths' own tests, which `secure_zero` and `secure_tails`
+     * turn into ones that always fail, so that neither path tests either
+     * option as well: free's test of a pointer's low bits (FA_MIN_ALIGN -
+     * 1, or every bit) and malloc's bound on the sizes the small table
+     * serves (past it, or 0). */
     uintptr_t free_mask;
     size_t small_limit;
 } __attribute__((aligned(64)));
@@ -151,11 +154,15 @@ FA_INLINE void fa__fl_poison(void *b, size_t size)
     (void)size;
 }
 
-/* Whether freed blocks are zeroed (the hardened build's `secure_zero`). */
+/* Whether freed blocks are zeroed (the hardened build's `secure_zero`);
+ * whether that or tails (`secure_tails`) is on, which the common paths
+ * leave for copies of their own. */
 #if FA_SECURE
 #define FA_FL_ZEROED (fa__fl_key.zero)
+#define FA_FL_RARE (fa__fl_key.rare)
 #else
 #define FA_FL_ZEROED false
+#define FA_FL_RARE false
 #endif
 
 /* A block of size bytes is handed out: its link and mark cleared (in the

@@ -1,5 +1,9 @@
 /* The tail seam: the hardened build's record of what a small block was
- * asked for, kept in the block's own last bytes, and a canary after it.
+ * asked for, kept in the block's own last bytes, and a canary after it,
+ * with the `secure_tails` option (off by default: they were most of the
+ * build's cost, SECURITY.md).  Without it FA_TAIL is 0, a block's bytes
+ * are its class's, and every function here but the fast paths' own
+ * reads the option.
  *
  * A block of size bytes handed out for n bytes (16 <= n <= size - FA_TAIL)
  * has
@@ -36,9 +40,14 @@
 #include "02-records/pagemap.h"
 
 #if FA_SECURE
-#define FA_TAIL 10
+/* The bytes a request gains when tails are on. */
+#define FA_TAIL_BYTES 10
+#define FA_TAILS_ON (fa__fl_key.tails)
+#define FA_TAIL ((size_t)(FA_TAILS_ON ? FA_TAIL_BYTES : 0))
 #else
-#define FA_TAIL 0
+#define FA_TAIL_BYTES 0
+#define FA_TAILS_ON false
+#define FA_TAIL ((size_t)0)
 #endif
 /* The smallest block with a tail. */
 #define FA_TAIL_MIN 32
@@ -97,9 +106,9 @@ FA_COLD void fa__tail_corrupt(const void *b, size_t size, bool below) FA_HIDDEN;
 #endif
 
 /* Write the tail of the block of size bytes at p, handed out for n bytes
- * (size - FA_TAIL_MAX <= n <= size - FA_TAIL).  Bytes below n are left as
- * they are. */
-FA_INLINE void fa__tail_set(void *p, size_t n, size_t size)
+ * (size - FA_TAIL_MAX <= n <= size - FA_TAIL), tails being on.  Bytes
+ * below n are left as they are. */
+FA_INLINE void fa__tail_write(void *p, size_t n, size_t size)
 {
 #if FA_SECURE
     if (size < FA_TAIL_MIN)
@@ -116,6 +125,13 @@ FA_INLINE void fa__tail_set(void *p, size_t n, size_t size)
 #endif
 }
 
+/* fa__tail_write, when tails are on. */
+FA_INLINE void fa__tail_set(void *p, size_t n, size_t size)
+{
+    if (FA_TAILS_ON)
+        fa__tail_write(p, n, size);
+}
+
 /* What a tail records for a block of size bytes asked for n bytes, when
  * size may be far larger (an aligned block): n, or as much as it can. */
 FA_INLINE size_t fa__tail_n(size_t n, size_t size)
@@ -124,7 +140,7 @@ FA_INLINE size_t fa__tail_n(size_t n, size_t size)
 }
 
 #if FA_SECURE
-/* Whether the block that ends at end, room + FA_TAIL bytes long, has its
+/* Whether the block that ends at end, room + FA_TAIL_BYTES bytes long, has its
  * tail and canary as written; the keys klen and canary are passed in so
  * that a caller checking two blocks reads them once.  Its d, the tail's
  * record, is set in *dp. */
@@ -133,11 +149,11 @@ FA_INLINE bool fa__tail_end_ok(const char *end, size_t room, uint16_t klen, uint
 {
     size_t d = (size_t)fa__tail_ld16(end - 2) ^ (size_t)klen;
     *dp = d;
-    /* FA_TAIL <= d <= size, so that the canary lies in the block, below
-     * the tail; then it is at n = size - d.  Written with e = d - FA_TAIL
+    /* FA_TAIL_BYTES <= d <= size, so that the canary lies in the block, below
+     * the tail; then it is at n = size - d.  Written with e = d - FA_TAIL_BYTES
      * so that the free fast path needs one register fewer. */
-    size_t e = d - FA_TAIL;
-    return FA_LIKELY(e <= room) && FA_LIKELY(fa__tail_ld64(end - FA_TAIL - e) == canary);
+    size_t e = d - FA_TAIL_BYTES;
+    return FA_LIKELY(e <= room) && FA_LIKELY(fa__tail_ld64(end - FA_TAIL_BYTES - e) == canary);
 }
 #endif
 
@@ -147,10 +163,10 @@ FA_INLINE bool fa__tail_end_ok(const char *end, size_t room, uint16_t klen, uint
 FA_INLINE size_t fa__tail_get(const void *p, size_t size)
 {
 #if FA_SECURE
-    if (size < FA_TAIL_MIN)
+    if (!FA_TAILS_ON || size < FA_TAIL_MIN)
         return size;
     size_t d;
-    if (!fa__tail_end_ok((const char *)p + size, size - FA_TAIL, fa__fl_key.tail_len, fa__fl_key.tail,
+    if (!fa__tail_end_ok((const char *)p + size, size - FA_TAIL_BYTES, fa__fl_key.tail_len, fa__fl_key.tail,
                          &d))
         return SIZE_MAX;
     return size - d;
@@ -179,7 +195,7 @@ FA_INLINE bool fa__tail_ok(const void *b, size_t size)
 #define FA_TAIL_CHECKS 2
 #endif
 
-/* The free fast path's look at the tails of the block p of size bytes, in
+/* The free fast path's look, tails being on, at the tails of the block p of size bytes, in
  * the span that starts at *span_start, and of the block below it: true when both are
  * as written; false when one is not, or when p is first in a span of
  * blocks of FA_TAIL_BELOW bytes or more (the block below is in another
@@ -196,14 +212,14 @@ FA_INLINE bool fa__tail_fast_ok(void *p, size_t size, const uintptr_t *span_star
     uint16_t klen = fa__fl_key.tail_len;
     uint64_t canary = fa__fl_key.tail;
     size_t d;
-    if (!fa__tail_end_ok((char *)p + size, size - FA_TAIL, klen, canary, &d))
+    if (!fa__tail_end_ok((char *)p + size, size - FA_TAIL_BYTES, klen, canary, &d))
         return false;
     if (FA_TAIL_CHECKS == 1)
         return true;
     /* The span's start is read again here, not kept from before: the
      * free fast path has no register to spare for it. */
     if ((uintptr_t)p != __atomic_load_n(span_start, __ATOMIC_RELAXED))
-        return fa__tail_end_ok(p, size - FA_TAIL, klen, canary, &d);
+        return fa__tail_end_ok(p, size - FA_TAIL_BYTES, klen, canary, &d);
     return size < FA_TAIL_BELOW;
 #else
     (void)p;
@@ -219,6 +235,8 @@ FA_INLINE bool fa__tail_fast_ok(void *p, size_t size, const uintptr_t *span_star
 FA_INLINE void fa__tail_check_free(void *p, size_t size, uintptr_t off, const void *me)
 {
 #if FA_SECURE
+    if (!FA_TAILS_ON)
+        return;
     if (FA_TAIL_CHECKS >= 1 && FA_UNLIKELY(!fa__tail_ok(p, size)))
         fa__tail_corrupt(p, size, false);
     if (FA_TAIL_CHECKS < 2)

@@ -74,9 +74,9 @@ FA_INLINE size_t room(const void *d, uintptr_t *b, size_t *n, bool full)
                 if (held == SIZE_MAX)
                     return UNBOUNDED;
             }
-        } else if (FA_TAIL != 0 && size >= FA_TAIL_MIN) {
+        } else if (FA_TAILS_ON && size >= FA_TAIL_MIN) {
             size_t dd = (size_t)fa__tail_ld16((const char *)*b + size - 2) ^ fa__fl_key.tail_len;
-            if (FA_UNLIKELY(dd - FA_TAIL > size - FA_TAIL))
+            if (FA_UNLIKELY(dd - FA_TAIL_BYTES > size - FA_TAIL_BYTES))
                 return FA_BOUNDS_LOOK;
             held = size - dd;
         }

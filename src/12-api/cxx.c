@@ -85,21 +85,34 @@ static void fa__cxx_delete(void *p)
     fa__do_free(p);
 }
 
-/* A sized delete: in the hardened build, size must be what p was asked
- * for (its tail's record: 16 for fewer than 16). */
-static void fa__cxx_delete_sized(void *p, size_t size)
+/* A sized delete in the hardened build: size must be what p was asked for
+ * (a large block's record, or the tail's with `secure_tails`: 16 for
+ * fewer than 16), or without tails a request of p's size class (of at
+ * most its bytes, for an aligned block, whose class is the alignment's). */
+static void check_sized(void *p, size_t size, bool aligned)
 {
 #if FA_SECURE
-    if (p != NULL) {
-        size_t held = fa_malloc_usable_size(p);
-        if (FA_UNLIKELY(size > held || (held > 16 && size != held)))
-            fa__fatal("fastalloc: operator delete(%p, %zu): the block was asked for %zu bytes (a delete "
-                      "of the wrong type, or of an array as one object)",
-                      p, size, held);
-    }
+    if (p == NULL)
+        return;
+    size_t held = fa_malloc_usable_size(p);
+    bool ok = size <= held &&
+              (held <= 16 || size == held ||
+               (!FA_TAILS_ON && size <= FA_MAX_SMALL &&
+                (aligned || fa__classes[fa__size_to_class(size)].size == held)));
+    if (FA_UNLIKELY(!ok))
+        fa__fatal("fastalloc: operator delete(%p, %zu): the block was asked for %s%zu bytes (a "
+                  "delete of the wrong type, or of an array as one object)",
+                  p, size, FA_TAILS_ON || held > FA_MAX_SMALL ? "" : "up to ", held);
 #else
+    (void)p;
     (void)size;
+    (void)aligned;
 #endif
+}
+
+static void fa__cxx_delete_sized(void *p, size_t size)
+{
+    check_sized(p, size, false);
     fa__do_free(p);
 }
 
@@ -111,8 +124,8 @@ static void fa__cxx_delete_aligned(void *p, size_t align)
 
 static void fa__cxx_delete_sized_aligned(void *p, size_t size, size_t align)
 {
-    (void)align;
-    fa__cxx_delete_sized(p, size);
+    check_sized(p, size, align > FA_MIN_ALIGN);
+    fa__do_free(p);
 }
 
 static void fa__cxx_delete_nothrow(void *p, const void *tag)

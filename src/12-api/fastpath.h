@@ -30,31 +30,34 @@
 #define FA_COUNT_ALLOC(tc, cls) FA_COUNT_ADD((tc)->n.allocs[cls], 1)
 #endif
 
-/* The hardened build's blocks hold FA_TAIL bytes more than asked for:
- * their tails (02-records/tail.h).  zeroed: its `secure_zero`, which a
- * copy of this path of its own serves (zeroed.c), so that the common one
- * tests it once and keeps no register for it. */
+/* The hardened build's options are served by copies of these paths of
+ * their own (zeroed.c), so that the common ones test them once and keep
+ * no register for them.  zeroed: `secure_zero`; tails: `secure_tails`,
+ * whose blocks hold FA_TAIL_BYTES more than asked for (02-records/tail.h). */
+#define FA_BODY_TAIL(tails) ((tails) ? (size_t)FA_TAIL_BYTES : (size_t)0)
 #if FA_SECURE
-/* `secure_zero` makes these tests fail for every call (fa__fl_key), which
- * then leaves for zeroed.c: the common paths test the option nowhere. */
-#define FA_SMALL_LIMIT(zeroed) ((zeroed) ? FA_SMALL_TABLE_MAX - FA_TAIL + 1 : fa__fl_key.small_limit)
-#define FA_FREE_MASK(zeroed) ((zeroed) ? FA_MIN_ALIGN - 1 : fa__fl_key.free_mask)
+/* Either option makes these tests fail for every call (fa__fl_key), which
+ * then leaves for zeroed.c: the common paths test the options nowhere. */
+#define FA_SMALL_LIMIT(rare, t) ((rare) ? FA_SMALL_TABLE_MAX - (t) + 1 : fa__fl_key.small_limit)
+#define FA_FREE_MASK(rare) ((rare) ? FA_MIN_ALIGN - 1 : fa__fl_key.free_mask)
 #else
-#define FA_SMALL_LIMIT(zeroed) (FA_SMALL_TABLE_MAX - FA_TAIL + 1)
-#define FA_FREE_MASK(zeroed) (FA_MIN_ALIGN - 1)
+#define FA_SMALL_LIMIT(rare, t) (FA_SMALL_TABLE_MAX + 1)
+#define FA_FREE_MASK(rare) (FA_MIN_ALIGN - 1)
 #endif
 
-FA_INLINE void *fa__malloc_body(size_t size, bool zeroed)
+FA_INLINE void *fa__malloc_body(size_t size, bool zeroed, bool tails)
 {
+    const bool rare = zeroed || tails;
+    const size_t t = FA_BODY_TAIL(tails);
     size_t cls; /* the table's byte, zero-extended: indexes heads[] as it is */
-    if (FA_LIKELY(size < FA_SMALL_LIMIT(zeroed)))
-        cls = __atomic_load_n(&fa__class_small[size + FA_TAIL], __ATOMIC_RELAXED); /* sizeclass.h */
-    else if (!zeroed && FA_UNLIKELY(FA_FL_ZEROED))
-        return fa__api_malloc_zeroed(size);
-    else if (FA_LIKELY(size <= FA_SMALL_TABLE_MAX - FA_TAIL))
-        cls = __atomic_load_n(&fa__class_small[size + FA_TAIL], __ATOMIC_RELAXED);
-    else if (FA_LIKELY(size <= FA_MAX_SMALL - FA_TAIL))
-        cls = __atomic_load_n(&fa__class_large[(size + FA_TAIL + 127) >> 7], __ATOMIC_RELAXED);
+    if (FA_LIKELY(size < FA_SMALL_LIMIT(rare, t)))
+        cls = __atomic_load_n(&fa__class_small[size + t], __ATOMIC_RELAXED); /* sizeclass.h */
+    else if (!rare && FA_UNLIKELY(FA_FL_RARE))
+        return fa__api_malloc_rare(size);
+    else if (FA_LIKELY(size <= FA_SMALL_TABLE_MAX - t))
+        cls = __atomic_load_n(&fa__class_small[size + t], __ATOMIC_RELAXED);
+    else if (FA_LIKELY(size <= FA_MAX_SMALL - t))
+        cls = __atomic_load_n(&fa__class_large[(size + t + 127) >> 7], __ATOMIC_RELAXED);
     else
         return fa__api_alloc_large(size, 0, false);
     struct fa__tcache *tc = fa__tls_cache;
@@ -69,13 +72,14 @@ FA_INLINE void *fa__malloc_body(size_t size, bool zeroed)
     size_t bsize = fa__classes[cls].size; /* unused but by AddressSanitizer */
 #endif
     fa__fl_hand_out(p, bsize, zeroed);
-    fa__tail_set(p, size, bsize);
+    if (tails)
+        fa__tail_write(p, size, bsize);
     return p;
 }
 
 FA_INLINE void *fa__do_malloc(size_t size)
 {
-    return fa__malloc_body(size, false);
+    return fa__malloc_body(size, false, false);
 }
 
 /* A block goes back to its span's own freelist when the calling thread owns
@@ -86,15 +90,18 @@ FA_INLINE void *fa__do_malloc(size_t size)
  * decides whether the thread keeps the span.
  * Two checks come first: a pointer that is no block's start by its low
  * bits, and a block already marked free, each a test and a branch (SECURITY.md
- * says what they catch). */
-FA_INLINE void fa__free_body(void *p, bool zeroed, bool tails)
+ * says what they catch).
+ * tails: the blocks carry tails (`secure_tails`); check: look at them
+ * here (not when the caller looked in full already). */
+FA_INLINE void fa__free_body(void *p, bool zeroed, bool tails, bool check)
 {
+    const bool rare = zeroed || tails;
     uintptr_t a = (uintptr_t)p;
-    if (FA_UNLIKELY(a & FA_FREE_MASK(zeroed))) { /* or `secure_zero` */
+    if (FA_UNLIKELY(a & FA_FREE_MASK(rare))) { /* or an option of the hardened build */
         /* Straight to zeroed.c's copy, not through slow.c: slow.c lies
          * below zeroed.c, whose paths leave into it. */
-        if (!zeroed && FA_FL_ZEROED && a % FA_MIN_ALIGN == 0)
-            fa__api_free_zeroed(p);
+        if (!rare && FA_FL_RARE && a % FA_MIN_ALIGN == 0)
+            fa__api_free_rare(p);
         else
             fa__api_free_misaligned(p);
         return;
@@ -111,22 +118,28 @@ FA_INLINE void fa__free_body(void *p, bool zeroed, bool tails)
     }
     struct fa__span *s = leaf->span[i];
 #if FA_SECURE
-    /* p must be a block that was cut, a bound that keeps the tails' reads
-     * inside the span.  That p is a block's start, not a pointer into one,
-     * the tails say: such a p's "tail" is bytes of the program's or of the
-     * next block, which match a tail and its canary by chance alone, with
-     * keys it does not know.  A block first in its span, or a tail that
-     * looks bad, is looked at in full off this path (fa__api_free_tails),
-     * which then finishes the free.  Both tests are a multiply fewer than
-     * the full test of a block's start, which is on the slow paths. */
-    if (FA_UNLIKELY(fa__span_block_index(s, a) >= s->carved))
+    /* p must be the start of a block that was cut: a pointer into a block
+     * (free(p + 16) of a 1 KiB block) or past the blocks cut so far is
+     * stopped off this path (fa__tc_free_bad).  With tails, the cut
+     * bound alone is tested here, which keeps the tails' reads inside the
+     * span; that p is a block's start the tails say: such a p's "tail" is
+     * bytes of the program's or of the next block, which match a tail and
+     * its canary by chance alone, with keys it does not know.  A block
+     * first in its span, or a tail that looks bad, is looked at in full
+     * off this path (fa__api_free_tails), which then finishes the free. */
+    if (!tails) {
+        if (FA_UNLIKELY(!fa__span_block_start(s, a)))
+            fa__tc_free_bad(p, s);
+    } else if (FA_UNLIKELY(fa__span_block_index(s, a) >= s->carved)) {
         fa__tc_free_bad(p, s);
-    if (tails && FA_UNLIKELY(!fa__tail_fast_ok(p, fa__classes[s->cls].size, &s->start))) {
+    }
+    if (tails && check && FA_UNLIKELY(!fa__tail_fast_ok(p, fa__classes[s->cls].size, &s->start))) {
         fa__api_free_tails(p);
         return;
     }
 #endif
     (void)tails;
+    (void)check;
     if (FA_UNLIKELY(fa__fl_marked(p, s))) {
         fa__api_free_marked(p);
         return;
@@ -141,7 +154,7 @@ FA_INLINE void fa__free_body(void *p, bool zeroed, bool tails)
 
 FA_INLINE void fa__do_free(void *p)
 {
-    fa__free_body(p, false, true);
+    fa__free_body(p, false, false, false);
 }
 
 #endif

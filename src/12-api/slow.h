@@ -22,10 +22,11 @@ FA_NOINLINE void fa__api_free_slow(void *p) FA_HIDDEN;
  * unless the slow path finds the block on no free list (02-records/freelist.h). */
 FA_NOINLINE void fa__api_free_misaligned(void *p) FA_HIDDEN;
 FA_NOINLINE void fa__api_free_marked(void *p) FA_HIDDEN;
-/* malloc and free in the hardened build with `secure_zero` (zeroed.c):
- * the fast paths with the zeroing and its checks. */
-FA_NOINLINE void *fa__api_malloc_zeroed(size_t size) FA_HIDDEN;
-FA_NOINLINE void fa__api_free_zeroed(void *p) FA_HIDDEN;
+/* malloc and free in the hardened build with `secure_zero` or
+ * `secure_tails` (zeroed.c): the fast paths with the zeroing and its
+ * checks, or the tails, compiled in. */
+FA_NOINLINE void *fa__api_malloc_rare(size_t size) FA_HIDDEN;
+FA_NOINLINE void fa__api_free_rare(void *p) FA_HIDDEN;
 /* free in the hardened build of a block first in its span, or whose tail
  * or its neighbour's looked bad (zeroed.c): the tails' full check, then
  * the rest of the free. */

@@ -1,18 +1,27 @@
-/* Copies of the fast paths of fastpath.h for the hardened build's rarer
- * cases, so that the common paths carry nothing for them: malloc and free
- * with the `secure_zero` option (the zeroing of freed blocks and its
- * checks at hand-out compiled in), and a free whose tails need a second
- * look (02-records/tail.h). */
+/* Copies of the fast paths of fastpath.h for the hardened build's options,
+ * so that the common paths carry nothing for them: malloc and free with
+ * `secure_zero` (the zeroing of freed blocks and its checks at hand-out
+ * compiled in), with `secure_tails` (blocks that carry tails), or both;
+ * and a free whose tails need a second look (02-records/tail.h). */
 #include "12-api/fastpath.h"
 
-void *fa__api_malloc_zeroed(size_t size)
+void *fa__api_malloc_rare(size_t size)
 {
-    return fa__malloc_body(size, true);
+    if (FA_FL_ZEROED)
+        return FA_TAILS_ON ? fa__malloc_body(size, true, true) : fa__malloc_body(size, true, false);
+    return fa__malloc_body(size, false, true);
 }
 
-void fa__api_free_zeroed(void *p)
+void fa__api_free_rare(void *p)
 {
-    fa__free_body(p, true, true);
+    if (FA_FL_ZEROED) {
+        if (FA_TAILS_ON)
+            fa__free_body(p, true, true, true);
+        else
+            fa__free_body(p, true, false, false);
+    } else {
+        fa__free_body(p, false, true, true);
+    }
 }
 
 void fa__api_free_tails(void *p)
@@ -23,9 +32,9 @@ void fa__api_free_tails(void *p)
         fa__tc_free_bad(p, s);
     fa__tail_check_free(p, fa__classes[s->cls].size, (uintptr_t)p - s->start, fa__tls_cache);
     if (FA_FL_ZEROED)
-        fa__free_body(p, true, false);
+        fa__free_body(p, true, true, false);
     else
-        fa__free_body(p, false, false);
+        fa__free_body(p, false, true, false);
 #else
     (void)p;
 #endif
