@@ -14,8 +14,9 @@
  *   forged    a link forged by a write after free (hardened)
  *   uaf       freed bytes read back, and a write after free (hardened,
  *             with FASTALLOC_SECURE_ZERO=1)
- *   overflow  a write past a block's end, and one before its start
- *             (hardened)
+ *   overflow  a write past a block's end, and one before its start; one
+ *             1 MiB past the end of the heap's only block, and 1 MiB
+ *             below its start (hardened)
  *   copy      memcpy, memmove, memset, strcpy, strcat and strncpy one byte
  *             past a block's end, in a program that never frees it, and
  *             memcpy, memmove and memset from 32 bytes before a block's
@@ -250,6 +251,15 @@ static void scribble(char *p, size_t n)
  * inside its last page lands on the canary (tail). */
 static int child_overflow(const char *how, size_t n)
 {
+    if (strncmp(how, "far-", 4) == 0) { /* far-over, far-under */
+        char *p = opaque_ptr(fa_malloc(n));
+        memset(p, 1, n);
+        volatile char *w = strcmp(how, "far-over") == 0 ? p + n + ((size_t)1 << 20) : p - ((size_t)1 << 20);
+        printf("writing 1 MiB away\n");
+        fflush(stdout);
+        *w = 1;
+        return 4;
+    }
     if (strcmp(how, "guard") == 0 || strcmp(how, "regrow") == 0 || strcmp(how, "reshrink") == 0) {
         /* Every usable byte of large blocks of many sizes, on pages other
          * blocks had, is writable: the guard is past them all.  (Hidden
@@ -407,7 +417,7 @@ static int child(const char *kind, const char *how, size_t n)
 
 /* ---- the parent */
 
-enum outcome { EXIT0, ABORT, SEGV };
+enum outcome { EXIT0, ABORT, SEGV, FAULT };
 
 /* The hardened build's options a child runs with. */
 enum { OPT_ZERO = 1, OPT_TAILS = 2 };
@@ -448,6 +458,11 @@ static void run_opt(const char *kind, const char *how, size_t n, enum outcome wa
                    strstr(r.out, "usable bytes written"),
                "%s %s at %zu B: status %#x, not SIGSEGV past the usable bytes; stdout: %s; stderr: %s", kind, how,
                n, r.status, r.out, r.err);
+        return;
+    case FAULT: /* a write into memory with no access */
+        CHECKF(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGSEGV && strstr(r.out, "1 MiB away"),
+               "%s %s at %zu B: status %#x, not SIGSEGV; stdout: %s; stderr: %s", kind, how, n, r.status, r.out,
+               r.err);
         return;
     case ABORT:
         CHECKF(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT,
@@ -544,6 +559,10 @@ static int case_overflow(void)
         return hardened_only("overflow");
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         size_t n = sizes[i];
+        /* The reserve no span uses has no access, and none has the
+         * bottom of the heap's range (04-pageheap/grow.c). */
+        run("overflow", "far-over", n, FAULT, NULL);
+        run("overflow", "far-under", n, FAULT, NULL);
         if (n > LARGE) {
             run("overflow", "guard", n, SEGV, NULL);
             run("overflow", "regrow", n, SEGV, NULL);

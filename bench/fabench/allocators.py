@@ -73,9 +73,15 @@ SECURE = "fastalloc-secure"
 # only when --allocators names it.
 PROFILE = "fastalloc-profile"
 PROFILE_ENV = ("FASTALLOC_PROFILE=/dev/null",)
+# The hardened library with its tails option on (SECURITY.md): what the
+# option costs.  Run only when --allocators names it.
+SECURE_TAILS = "fastalloc-secure-tails"
+SECURE_TAILS_ENV = ("FASTALLOC_SECURE_TAILS=1",)
+# Run only when named.
+ON_REQUEST = (PROFILE, SECURE_TAILS)
 # fastalloc's own variants: never anyone's "best other allocator", and no
 # memory column of their own.
-VARIANTS = (SECURE, PROFILE)
+VARIANTS = (SECURE, PROFILE, SECURE_TAILS)
 
 
 def package_version(package: str) -> str:
@@ -108,6 +114,7 @@ def discover_allocators(build: Path, extra: list[tuple[str, str]], want_machine)
         # Its programs report "fastalloc-secure" (bench_detect_allocator): a
         # column that ran the default library fails its runs.
         found.append(Allocator(SECURE, str(secure), None, SECURE, git_revision()))
+        found.append(Allocator(SECURE_TAILS, str(secure), None, SECURE, git_revision(), SECURE_TAILS_ENV))
     else:
         skipped.append((SECURE, f"{secure} not found; build it first (make)"))
     found.append(Allocator(PROFILE, str(build / "libfastalloc.so"), None, "fastalloc", git_revision(),
@@ -131,8 +138,8 @@ def choose_allocators(build: Path, extra: list[tuple[str, str]], wanted: list[st
     names = [a.name for a in allocs]
     if len(set(names)) != len(names):
         raise SetupError("two allocators share a name; pick another --lib NAME")
-    if not wanted:  # the profile's column only when asked for: it adds an eighth to the run
-        return [a for a in allocs if a.name != PROFILE], skipped
+    if not wanted:  # the profile's and the tails' columns only when asked for
+        return [a for a in allocs if a.name not in ON_REQUEST], skipped
     known = set(names) | {n for n, _ in skipped}
     for n in wanted:
         if n not in known:

@@ -2,7 +2,14 @@
  * grows upwards through a reserve of address space mapped with no access,
  * made read-write in steps, so that it stays one range as long as the OS
  * allows; each growth is a free span, joined to the one at the heap's top.
- * The limit counts what is in use or free but resident. */
+ * The limit counts what is in use or free but resident.
+ *
+ * The hardened build keeps what no span uses yet without access: a fresh
+ * reserve's first BOTTOM_GUARD bytes are never used, and its pages become
+ * read-write only when a span is handed out (fa__ph_commit_to), up to the
+ * span's end rounded up to COMMIT_STEP.  A write far past the heap's last
+ * span, or far below its first, faults instead of landing in memory that
+ * some later span will hand out (docs/SECURITY.md, "Reserve"). */
 #include "04-pageheap/heap_int.h"
 #include "00-base/options.h"
 #include "01-os/os.h"
@@ -18,6 +25,19 @@
 #define GROW_MAX ((size_t)64 << 20)
 #define COMMIT_MIN ((size_t)4 << 20)   /* made read-write at a time: 4 MiB, */
 #define COMMIT_MAX ((size_t)64 << 20)  /* doubling up to 64 MiB */
+/* Measuring knob: -DFA_SECURE_RESERVE=0 makes a hardened build grow as
+ * the default one does.  Not a build anyone ships. */
+#ifndef FA_SECURE_RESERVE
+#define FA_SECURE_RESERVE FA_SECURE
+#endif
+#if FA_SECURE_RESERVE
+#define BOTTOM_GUARD GROW_ALIGN /* keeps the heap aligned to huge pages */
+/* Less than the 1 MiB a wild write is commonly tried at, and a quarter of
+ * the mprotect calls of one per 64 KiB span. */
+#define COMMIT_STEP ((size_t)256 << 10)
+#else
+#define BOTTOM_GUARD ((size_t)0)
+#endif
 
 /* Under the page heap's lock, like all of its state.
  * The reserve: address space above the heap's top, [res_lo, res_hi),
@@ -28,7 +48,9 @@ static uintptr_t res_start, res_lo, res_hi;
 /* [res_lo, res_rw) is read-write already (untouched): mprotect takes
  * the process's mmap lock for writing, which stalls every other
  * thread's page faults, so it runs in steps that double up to 64 MiB,
- * as the mmap calls of the old growth did, not at every growth. */
+ * as the mmap calls of the old growth did, not at every growth.  In the
+ * hardened build res_rw trails res_lo instead: [res_rw, res_lo) is heap,
+ * free spans, with no access until handed out. */
 static uintptr_t res_rw;
 /* The ranges the heap grew into, for fa__ph_heap_resident: one per reserve
  * that could not sit right above the last, so a few in any program. */
@@ -58,21 +80,27 @@ static bool reserve(size_t size)
         res_hi += len;
         return true; /* res_rw stays: the new part is not read-write yet */
     }
-    void *p = fa__os_reserve(NULL, len, GROW_ALIGN);
+    void *p = fa__os_reserve(NULL, len + BOTTOM_GUARD, GROW_ALIGN);
     if (p == NULL && len > size) { /* RLIMIT_AS, or a small address space */
         len = size;
-        p = fa__os_reserve(NULL, len, GROW_ALIGN);
+        p = fa__os_reserve(NULL, len + BOTTOM_GUARD, GROW_ALIGN);
     }
     if (p == NULL)
         return false;
-    if (!fa__pm_reserve((uintptr_t)p, len / FA_PAGE_SIZE)) {
-        fa__os_unmap(p, len);
+    if (!fa__pm_reserve((uintptr_t)p, (len + BOTTOM_GUARD) / FA_PAGE_SIZE)) {
+        fa__os_unmap(p, len + BOTTOM_GUARD);
+        return false;
+    }
+    /* The old range's free spans that were never handed out become
+     * read-write now: fa__ph_commit_to looks after the current range only. */
+    if (res_rw < res_lo && !fa__os_commit((void *)res_rw, res_lo - res_rw)) {
+        fa__os_unmap(p, len + BOTTOM_GUARD);
         return false;
     }
     if (res_hi > res_lo) /* what is left of the old one is too small */
         fa__os_unmap((void *)res_lo, res_hi - res_lo);
-    res_start = res_lo = res_rw = (uintptr_t)p;
-    res_hi = (uintptr_t)p + len;
+    res_start = res_lo = res_rw = (uintptr_t)p + BOTTOM_GUARD;
+    res_hi = res_start + len;
     return true;
 }
 
@@ -129,7 +157,7 @@ bool fa__ph_grow(size_t npages)
             size = res_hi - res_lo; /* the rest of the reserve holds the request */
     }
     void *p = (void *)res_lo;
-    if (res_lo + size > res_rw) {
+    if (!FA_SECURE_RESERVE && res_lo + size > res_rw) {
         if (commit_next < COMMIT_MIN)
             commit_next = COMMIT_MIN;
         size_t c = res_lo + size - res_rw;
@@ -160,6 +188,24 @@ bool fa__ph_grow(size_t npages)
     s->npages = size / FA_PAGE_SIZE;
     s->zeroed = 1;
     fa__ph_coalesce_insert(s);
+    return true;
+}
+
+bool fa__ph_commit_to(uintptr_t lo, uintptr_t hi)
+{
+#if FA_SECURE_RESERVE
+    if (hi <= res_rw || lo >= res_lo || hi <= res_start)
+        return true; /* read-write already, or another range's */
+    uintptr_t end = res_rw + ((hi - res_rw + COMMIT_STEP - 1) & ~(COMMIT_STEP - 1));
+    if (end > res_lo || end < hi)
+        end = res_lo;
+    if (!fa__os_commit((void *)res_rw, end - res_rw))
+        return false;
+    res_rw = end;
+#else
+    (void)lo;
+    (void)hi;
+#endif
     return true;
 }
 

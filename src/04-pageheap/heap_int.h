@@ -87,6 +87,9 @@ void fa__ph_coalesce_insert(struct fa__span *s) FA_HIDDEN;
 
 /* Grow the heap so that a span of npages pages is free. */
 bool fa__ph_grow(size_t npages) FA_HIDDEN;
+/* Pages [lo, hi) are handed out: make them read-write if the hardened
+ * build's growth left them without access.  false: the OS refused. */
+bool fa__ph_commit_to(uintptr_t lo, uintptr_t hi) FA_HIDDEN;
 /* Would taking npages pages out of span s break the memory limit? */
 bool fa__ph_over_limit(const struct fa__span *s, size_t npages) FA_HIDDEN;
 

@@ -155,7 +155,7 @@ struct fa__span *fa__ph_alloc(size_t npages, size_t align_pages, unsigned state,
             fa__ph_insert_free(head);
         }
     }
-    if (!split_tail(s, npages)) {
+    if (!split_tail(s, npages) || !fa__ph_commit_to(s->start, s->start + npages * FA_PAGE_SIZE)) {
         fa__ph_coalesce_insert(s);
         fa__unlock(&fa__ph_lock);
         return NULL;
@@ -249,7 +249,8 @@ bool fa__ph_resize(struct fa__span *s, size_t npages)
         uintptr_t end = s->start + s->npages * FA_PAGE_SIZE;
         struct fa__span *r = fa__ph_free_neighbour(end);
         size_t extra = npages - s->npages;
-        if (r != NULL && r->start == end && r->npages >= extra && !fa__ph_over_limit(r, extra)) {
+        if (r != NULL && r->start == end && r->npages >= extra && !fa__ph_over_limit(r, extra) &&
+            fa__ph_commit_to(end, end + extra * FA_PAGE_SIZE)) {
             fa__ph_remove_free(r);
             if (r->npages > extra) {
                 r->start += extra * FA_PAGE_SIZE;

@@ -5,23 +5,53 @@
  * and a free whose tails need a second look (02-records/tail.h). */
 #include "12-api/fastpath.h"
 
+/* One function for each set of options, so that each keeps only the
+ * registers its own path needs; the dispatch is a tail call. */
+static FA_NOINLINE void *malloc_zeroed(size_t size)
+{
+    return fa__malloc_body(size, true, false);
+}
+
+static FA_NOINLINE void *malloc_tails(size_t size)
+{
+    return fa__malloc_body(size, false, true);
+}
+
+static FA_NOINLINE void *malloc_both(size_t size)
+{
+    return fa__malloc_body(size, true, true);
+}
+
 void *fa__api_malloc_rare(size_t size)
 {
-    if (FA_FL_ZEROED)
-        return FA_TAILS_ON ? fa__malloc_body(size, true, true) : fa__malloc_body(size, true, false);
-    return fa__malloc_body(size, false, true);
+    if (!FA_FL_ZEROED)
+        return malloc_tails(size);
+    return FA_TAILS_ON ? malloc_both(size) : malloc_zeroed(size);
+}
+
+static FA_NOINLINE void free_zeroed(void *p)
+{
+    fa__free_body(p, true, false, false);
+}
+
+static FA_NOINLINE void free_tails(void *p)
+{
+    fa__free_body(p, false, true, true);
+}
+
+static FA_NOINLINE void free_both(void *p)
+{
+    fa__free_body(p, true, true, true);
 }
 
 void fa__api_free_rare(void *p)
 {
-    if (FA_FL_ZEROED) {
-        if (FA_TAILS_ON)
-            fa__free_body(p, true, true, true);
-        else
-            fa__free_body(p, true, false, false);
-    } else {
-        fa__free_body(p, false, true, true);
-    }
+    if (!FA_FL_ZEROED)
+        free_tails(p);
+    else if (FA_TAILS_ON)
+        free_both(p);
+    else
+        free_zeroed(p);
 }
 
 void fa__api_free_tails(void *p)
