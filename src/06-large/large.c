@@ -59,6 +59,14 @@ static void check(const struct fa__span *s)
 #endif
 }
 
+/* The hardened build never hands out again the block a keeper took in
+ * last: a freed block is not the next one of its size, so that a stale
+ * pointer to it does not at once alias the program's next block (a
+ * thread that frees and takes back one block of a size alternates two).
+ * glibc gives such a block's pages back to the OS; here it waits, kept,
+ * under its guard page, and goes to the next request but one. */
+#define FRESH_HELD ((unsigned)FA_SECURE)
+
 /* Bytes the block's span holds in whole pages (its guard page too). */
 static size_t span_bytes(const struct fa__span *s)
 {
@@ -138,14 +146,14 @@ static void release(struct fa__span *s)
 }
 
 /* The newest block the shared keeper holds of npages pages with at most
- * 1/8 to spare, or NULL. */
+ * 1/8 to spare, or NULL; never the newest of all (FRESH_HELD). */
 static struct fa__span *shared_fit(size_t npages)
 {
-    if (__atomic_load_n(&shared.n, __ATOMIC_RELAXED) == 0)
+    if (__atomic_load_n(&shared.n, __ATOMIC_RELAXED) <= FRESH_HELD)
         return NULL;
     struct fa__span *s = NULL;
     fa__lock(&shared.lock);
-    for (unsigned i = shared.n; i-- > 0;) {
+    for (unsigned i = shared.n > FRESH_HELD ? shared.n - FRESH_HELD : 0; i-- > 0;) {
         size_t have = shared.slot[i]->npages - 1;
         if (have >= npages && have - npages <= npages / 8) {
             s = shared_take(i);
@@ -203,11 +211,11 @@ static struct fa__span *take(struct fa__large_cache *lc, unsigned i)
 }
 
 /* The newest kept block that holds npages pages with at most 1/8 to spare,
- * or NULL.  A block of the hardened build keeps its guard page while kept:
- * it is not counted in. */
+ * or NULL; never the newest of all (FRESH_HELD).  A block of the hardened
+ * build keeps its guard page while kept: it is not counted in. */
 static struct fa__span *take_fit(struct fa__large_cache *lc, size_t npages)
 {
-    for (unsigned i = lc->n; i-- > 0;) {
+    for (unsigned i = lc->n > FRESH_HELD ? lc->n - FRESH_HELD : 0; i-- > 0;) {
         size_t have = lc->slot[i]->npages - FA_SECURE;
         if (have < npages || have - npages > npages / 8)
             continue;

@@ -291,10 +291,13 @@ void *fa__tc_take_free(struct fa__tcache *tc, struct fa__span *s, unsigned cls)
         fa__tc_fold(tc, s, n);
         s->freelist = NULL;
         s->used = s->carved + bias;
-        /* A short list from a span still being cut: cut more behind it, so
-         * that a loop that frees and allocates a few blocks does not come
-         * back here every few allocations. */
-        if (n < ci->carve_min && s->carved < ci->objs)
+        /* A short list from a span still being cut: cut more ahead of it,
+         * so that a loop that frees and allocates a few blocks does not
+         * come back here every few allocations.  The hardened build cuts
+         * ahead of any list while the span has blocks to cut, so that the
+         * blocks just freed wait behind fresh ones: a fresh process's
+         * malloc, free and malloc of a size get two blocks, not one. */
+        if ((FA_SECURE || n < ci->carve_min) && s->carved < ci->objs)
             head = carve(s, head);
     } else if (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) != 0) {
         head = (void *)__atomic_exchange_n(&s->xfree, 0, __ATOMIC_ACQUIRE);

@@ -126,11 +126,13 @@ FA_INLINE void *fa__tc_refill(unsigned cls)
         return NULL;
     void *p = s->freelist;
     /* A short list on a span still being cut: the slow path cuts more
-     * behind it, so that a loop with a window of live blocks does not come
-     * back here at every allocation (used counts the current span's one). */
+     * ahead of it, so that a loop with a window of live blocks does not come
+     * back here at every allocation (used counts the current span's one).
+     * The hardened build cuts ahead of any list while it can: the blocks
+     * just freed are not the next ones handed out (own.c). */
     uint32_t carved = s->carved;
     const struct fa__class_info *ci = &fa__classes[cls];
-    if (p == NULL || (carved + 1 - s->used < ci->carve_min && carved < ci->objs))
+    if (p == NULL || ((FA_SECURE || carved + 1 - s->used < ci->carve_min) && carved < ci->objs))
         return NULL;
     /* The list's blocks, but those the slow paths put there, are the
      * thread's own frees: counted now (own.c, fold). */
