@@ -12,7 +12,7 @@
 #include <string.h>
 
 /* The bytes the program may use of the small block p of class cls: what
- * it asked for, in the hardened build (its tail, 02-records/tail.h), where
+ * it asked for, in the hardened build with tails (02-records/tail.h), where
  * the bytes past it are the canary's. */
 static size_t held(void *p, unsigned cls)
 {
@@ -129,7 +129,7 @@ void *fa_realloc(void *p, size_t size)
     }
     size_t old = fa__large_size(s);
     /* A request that is small by itself but not with its tail is a large
-     * block in the hardened build, and resizes as one. */
+     * block in the hardened build with tails, and resizes as one. */
     if (size > FA_MAX_SMALL - FA_TAIL && fa__large_resize(s, size)) {
         /* The same block, counted as freed at its old size and allocated
          * at its new one. */

@@ -1,17 +1,20 @@
 /* The hardened library's copies into the heap, bounded: memcpy, memmove,
  * mempcpy, memset and the str*cpy and str*cat family, exported beside
- * malloc, stop the program when they would write past the bytes asked for
- * of the heap block their destination lies in.  A tail records those bytes
- * (02-records/tail.h), a large block's span the same (06-large).  A free
- * finds an overflow too, but only at the block's free, and only where it
- * reached the canary; here the write never happens (snmalloc's checked
- * build bounds memcpy the same way, against its size classes).
+ * malloc, stop the program when they would write past the end of the heap
+ * block their destination lies in: its size class's bytes, or with the
+ * `secure_tails` option the bytes asked for, which its tail records
+ * (02-records/tail.h); a large block's span records those (06-large).
+ * With tails a free finds an overflow too, but only at the block's free,
+ * and only where it reached the canary; here the write never happens
+ * (snmalloc's checked build bounds memcpy the same way, against its size
+ * classes).  A write that starts in no block and ends in one (an
+ * underflow from below it) stops the program as well (bound_end).
  *
  * The copy itself is glibc's, called through its __*_chk entry points with
  * no bound (00-base/mem.h), which is also how the library's own writes
  * pass by these names.
  * malloc and free pay nothing; each call here pays a page-map read, and a
- * destination in the heap a multiply and a tail's read more.  A copy that
+ * destination in the heap a multiply (and with tails a tail's read) more.  A copy that
  * the compiler inlines (a small memcpy of known size) is not checked.
  *
  * FA_BOUNDS (00-base/mem.h): not in AddressSanitizer or ThreadSanitizer
