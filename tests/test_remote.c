@@ -177,14 +177,16 @@ int main(void)
      * second core kept busy: the first 60 MiB and one step of 64.  Under
      * ThreadSanitizer it took 60 MiB once, and the second pass the step
      * the first had not (60 -> 124 MiB): the queue and the caches peak
-     * together in one pass or the other.  The bounds are about twice
-     * that: 256 MiB for the first pass, three steps past 60 MiB, and one
-     * step more for the second.  Losing every remote free of 512 B or less
-     * grows the first pass by 192 MiB. */
+     * together in one pass or the other.  On a later machine (2 cores,
+     * 2026-12) the first pass took 188 or 190 MiB in nine runs of ten, and
+     * in one run of make test 124 MiB, then 190 the second: the step that
+     * one pass skips, the other may take.  So both passes have the one
+     * bound, 256 MiB, three steps past 60 MiB.  Losing every remote free
+     * of 512 B or less grows a pass by 192 MiB, past it from 124 MiB. */
     CHECK(total > 256 * MiB);
     CHECKF(map1 <= 256 * MiB, "mapped %zu MiB after moving %llu MiB", map1 / MiB,
            (unsigned long long)(total / MiB));
-    CHECKF(map2 <= map1 + 64 * MiB, "mapped grew from %zu to %zu MiB", map1 / MiB, map2 / MiB);
+    CHECKF(map2 <= 256 * MiB, "mapped grew from %zu to %zu MiB", map1 / MiB, map2 / MiB);
 
     /* The memory is reusable from a thread that took no part: a burst of
      * small blocks fits in what the passes left behind. */

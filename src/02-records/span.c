@@ -47,23 +47,39 @@ void *fa__span_carve(struct fa__span *s, uint32_t n, void *tail)
     s->used += n;
 #if FA_SECURE
     /* Zeroed, as a freed block is (scrubbed) with `secure_zero`, then
-     * linked in a shuffled order, each with a fresh block's tail. */
+     * linked in a random order, each with a fresh block's tail.  next[k]
+     * is the block after block k: a random cycle through all n, drawn by
+     * Sattolo's algorithm (each cycle equally likely), and cut before a
+     * random block, the head.  So every order of the n blocks is equally
+     * likely, and the links are written in address order, forwards
+     * through the batch as the default build writes them, which the
+     * hardware prefetches: written in the order the blocks are handed
+     * out, they jumped about the batch. */
     if (fa__fl_key.zero && !s->zeroed)
         fa__memset((void *)first, 0, (size_t)n * ci->size);
-    uint16_t order[FA_SPAN_CARVE_MAX];
-    order[0] = 0; /* n is at least 1: the first step sets it all the same */
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t j = FA_CARVE_RANDOM ? carve_random(i + 1) : i;
-        order[i] = order[j];
-        order[j] = (uint16_t)i;
+    uint16_t next[FA_SPAN_CARVE_MAX];
+    uint32_t head = 0;
+    if (FA_CARVE_RANDOM) {
+        for (uint32_t i = 0; i < n; i++)
+            next[i] = (uint16_t)i;
+        for (uint32_t i = n - 1; i > 0; i--) {
+            uint32_t j = carve_random(i); /* j < i: Sattolo's, not Fisher and Yates's */
+            uint16_t t = next[i];
+            next[i] = next[j];
+            next[j] = t;
+        }
+        head = carve_random(n);
+    } else {
+        for (uint32_t i = 0; i < n; i++)
+            next[i] = (uint16_t)(i + 1 < n ? i + 1 : 0);
     }
-    for (uint32_t i = 0; i < n; i++) {
-        void *b = (void *)(first + (uintptr_t)order[i] * ci->size);
+    for (uint32_t k = 0; k < n; k++) {
+        void *b = (void *)(first + (uintptr_t)k * ci->size);
         fa__fl_mark(b, s);
         fa__tail_set(b, ci->size - FA_TAIL, ci->size);
-        fa__fl_set_next(b, i + 1 < n ? (void *)(first + (uintptr_t)order[i + 1] * ci->size) : tail);
+        fa__fl_set_next(b, next[k] == head ? tail : (void *)(first + (uintptr_t)next[k] * ci->size));
     }
-    return (void *)(first + (uintptr_t)order[0] * ci->size);
+    return (void *)(first + (uintptr_t)head * ci->size);
 #else
     /* Forwards, in the order the blocks are handed out. */
     uintptr_t last = first + (uintptr_t)(n - 1) * ci->size;

@@ -39,7 +39,8 @@ enum { FA_SPAN_FREE = 0, FA_SPAN_SMALL = 1, FA_SPAN_LARGE = 2, FA_SPAN_PURGING =
 enum { FA_LISTED_NONE = 0, FA_LISTED_CENTRAL = 1, FA_LISTED_THREAD = 2 };
 
 /* A small span's marks, which only its owner reads and writes, and which
- * a new owner clears (08-tcache):
+ * a new owner clears, and all but FA_SPAN_SHARED when the span is all
+ * free and kept (08-tcache):
  *  - FA_SPAN_SEEN_FULL: the owner found it full once; a walk that finds it
  *    full again may detach it;
  *  - FA_SPAN_SHARED: other threads freed blocks into it since the owner

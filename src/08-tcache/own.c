@@ -207,13 +207,12 @@ void fa__tc_keep(struct fa__tcache *tc, struct fa__span *s)
      * from (fa__tc_spare_take): a program whose blocks move from class to
      * class reuses the pages that one class gave up, with no trip to the
      * page heap.  A span kept for its class alone waits for that class
-     * (#24).  Other spans are kept in their class; so are the hardened
-     * build's, their blocks in their random order.  Keeping only one
+     * (#24).  Other spans are kept in their class.  Keeping only one
      * all-free span a class, and sending the rest to the page heap, slowed
      * a program that frees and allocates again 1,024 blocks of up to
      * 32 KiB: its spans went to the page heap and back every round
      * (docs/HISTORY.md, #24). */
-    bool spare = !FA_SECURE && s->npages == FA_SPARE_PAGES;
+    bool spare = s->npages == FA_SPARE_PAGES;
     if (tc->kept_bytes + bytes > tc->max_bytes) {
         size_t need = tc->kept_bytes + bytes - tc->max_bytes;
         need = (need + FA_TC_CLAIM_STEP - 1) & ~(FA_TC_CLAIM_STEP - 1);
@@ -226,23 +225,27 @@ void fa__tc_keep(struct fa__tcache *tc, struct fa__span *s)
         }
     }
     s->kept = 1;
+    /* All free, the span starts over as a newly owned one does: its
+     * SEEN_FULL and RETAKEN marks were of the blocks it held.  A span kept
+     * in its class keeps its record: the RETAKEN marks of a round's spans
+     * kept them, full again the next round, on the list, and every refill
+     * walked them all (the hardened build kept every span in its class:
+     * strings-1024 walked 62 spans a refill, 9 so, 6% of its time). */
+    s->marks &= FA_SPAN_SHARED;
     __atomic_store_n(&tc->kept_bytes, tc->kept_bytes + bytes, __ATOMIC_RELAXED);
     fa__tc_fold(tc, s, s->carved); /* every block is on the list */
     /* Every block is free, so the span starts over: its blocks are cut
-     * again in address order, instead of handed out in the order they were
-     * freed.  After a program frees in random order, its next allocations
-     * then walk memory forwards, which the hardware prefetches, instead of
-     * jumping about the span in the order of the frees (docs/HISTORY.md,
-     * #12). */
-    if (FA_SECURE) {
-        /* The hardened build keeps the list, in its random order: its
-         * blocks are counted already, and a span kept so is taken back
-         * whole or gathered, either way unkept first. */
-        s->nonuser = (uint16_t)s->carved;
-    } else {
-        s->freelist = NULL;
-        s->carved = 0;
-    }
+     * again, instead of handed out in the order they were freed.  After a
+     * program frees in random order, its next allocations then walk memory
+     * forwards, which the hardware prefetches, instead of jumping about the
+     * span in the order of the frees (docs/HISTORY.md, #12).  The hardened
+     * build cuts them in a fresh random order, a batch at a time (span.c),
+     * and keeps spares as the default does: it used to keep the list, in
+     * the order of the frees, and its spans in their class, so a program
+     * whose blocks move from class to class went to the page heap for
+     * pages that another class held free. */
+    s->freelist = NULL;
+    __atomic_store_n(&s->carved, 0, __ATOMIC_RELAXED); /* read by other threads' frees (span.h) */
     if (spare) {
         fa__list_del(&s->link);
         tc->nspans[s->cls]--;
