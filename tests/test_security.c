@@ -22,6 +22,9 @@
  *             past a block's end, in a program that never frees it, and
  *             memcpy, memmove and memset from 32 bytes before a block's
  *             start into it (hardened)
+ *   order     small blocks handed out one after another lie one after
+ *             another in memory, and with FASTALLOC_SECURE_SHUFFLE=1 they
+ *             do not (hardened)
  *
  * A child that must die is checked for its signal and its one line; one
  * that must live, for exit status 0.  The parent prints each attempt. */
@@ -413,6 +416,31 @@ static int child_copy(const char *how, size_t n)
     return 4;
 }
 
+/* 64 blocks of n bytes asked for one after another in a fresh process:
+ * with `secure_shuffle`, at most half may lie just past the one before;
+ * without it, nearly all must, as the blocks are cut in address order (the
+ * first may follow blocks that libc took).  In a random order of a batch of
+ * blocks, one block on average follows the one before it by chance: of the
+ * 64, 0 of 16 B (batches of up to 256), and 8 to 16 of 1 KiB in six runs
+ * (batches of a few). */
+static int child_order(size_t n)
+{
+    enum { N = 64 };
+    char *p[N];
+    for (int i = 0; i < N; i++)
+        if ((p[i] = malloc(n)) == NULL)
+            return 2;
+    size_t step = fa_malloc_usable_size(p[0]);
+    int next = 0;
+    for (int i = 1; i < N; i++)
+        next += p[i] == p[i - 1] + step;
+    const char *e = getenv("FASTALLOC_SECURE_SHUFFLE");
+    bool shuffled = e != NULL && strcmp(e, "1") == 0;
+    printf("%d of %d blocks of %zu B lie just past the one before%s\n", next, N - 1, step,
+           shuffled ? " (shuffled)" : "");
+    return shuffled ? next > N / 2 : next < N - 4;
+}
+
 static int child(const char *kind, const char *how, size_t n)
 {
     if (strcmp(kind, "double") == 0)
@@ -431,6 +459,8 @@ static int child(const char *kind, const char *how, size_t n)
         return child_overflow(how, n);
     if (strcmp(kind, "copy") == 0)
         return child_copy(how, n);
+    if (strcmp(kind, "order") == 0)
+        return child_order(n);
     return 99;
 }
 
@@ -439,8 +469,8 @@ static int child(const char *kind, const char *how, size_t n)
 enum outcome { EXIT0, ABORT, SEGV, FAULT };
 
 /* The hardened build's options a child runs with. */
-enum { OPT_ZERO = 1, OPT_TAILS = 2 };
-static const int opt_sets[4] = {0, OPT_ZERO, OPT_TAILS, OPT_ZERO | OPT_TAILS};
+enum { OPT_ZERO = 1, OPT_TAILS = 2, OPT_SHUFFLE = 4 };
+static const int opt_sets[8] = {0, 1, 2, 3, 4, 5, 6, 7}; /* each set, by its value */
 
 static void opts_on(void *arg)
 {
@@ -449,6 +479,8 @@ static void opts_on(void *arg)
         setenv("FASTALLOC_SECURE_ZERO", "1", 1);
     if (opts & OPT_TAILS)
         setenv("FASTALLOC_SECURE_TAILS", "1", 1);
+    if (opts & OPT_SHUFFLE)
+        setenv("FASTALLOC_SECURE_SHUFFLE", "1", 1);
 }
 
 /* A child that runs with the hardened build's `secure_zero` option on
@@ -462,8 +494,8 @@ static void run_opt(const char *kind, const char *how, size_t n, enum outcome wa
     struct child_out r;
     child_run(&r, opts != 0 ? opts_on : NULL, (void *)&opt_sets[opts], argv);
     const char *what = WIFSIGNALED(r.status) ? strsignal(WTERMSIG(r.status)) : "exit";
-    printf("%-8s %-13s %8zu B%s%s: %s %d\n", kind, how, n, opts & OPT_ZERO ? " zero" : "",
-           opts & OPT_TAILS ? " tails" : "", what,
+    printf("%-8s %-13s %8zu B%s%s%s: %s %d\n", kind, how, n, opts & OPT_ZERO ? " zero" : "",
+           opts & OPT_TAILS ? " tails" : "", opts & OPT_SHUFFLE ? " shuffle" : "", what,
            WIFEXITED(r.status) ? WEXITSTATUS(r.status) : WTERMSIG(r.status));
     switch (want) {
     case EXIT0:
@@ -623,6 +655,19 @@ static int case_copy(void)
     return check_done("test_security copy");
 }
 
+static int case_order(void)
+{
+    if (!TEST_SECURE)
+        return hardened_only("order");
+    /* The small blocks whose spans hold many (SECURITY.md, Random order). */
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (sizes[i] <= 1024) {
+            run("order", "-", sizes[i], EXIT0, NULL);
+            run_opt("order", "-", sizes[i], EXIT0, NULL, OPT_SHUFFLE);
+        }
+    return check_done("test_security order");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 5 && strcmp(argv[1], "child") == 0)
@@ -631,7 +676,7 @@ int main(int argc, char **argv)
     static const struct check_case cases[] = {
         {"double", case_double},     {"invalid", case_invalid}, {"huge", case_huge},
         {"exec", case_exec},         {"forged", case_forged},   {"uaf", case_uaf},
-        {"overflow", case_overflow}, {"copy", case_copy},
+        {"overflow", case_overflow}, {"copy", case_copy},        {"order", case_order},
     };
     return check_run_case(TEST_SECURE ? "test_security_secure" : "test_security", cases,
                           sizeof cases / sizeof cases[0], argc, argv);

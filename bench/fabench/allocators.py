@@ -77,11 +77,14 @@ PROFILE_ENV = ("FASTALLOC_PROFILE=/dev/null",)
 # option costs.  Run only when --allocators names it.
 SECURE_TAILS = "fastalloc-secure-tails"
 SECURE_TAILS_ENV = ("FASTALLOC_SECURE_TAILS=1",)
+# The same with its random order on (`secure_shuffle`).
+SECURE_SHUFFLE = "fastalloc-secure-shuffle"
+SECURE_SHUFFLE_ENV = ("FASTALLOC_SECURE_SHUFFLE=1",)
 # Run only when named.
-ON_REQUEST = (PROFILE, SECURE_TAILS)
+ON_REQUEST = (PROFILE, SECURE_TAILS, SECURE_SHUFFLE)
 # fastalloc's own variants: never anyone's "best other allocator", and no
 # memory column of their own.
-VARIANTS = (SECURE, PROFILE, SECURE_TAILS)
+VARIANTS = (SECURE, PROFILE, SECURE_TAILS, SECURE_SHUFFLE)
 
 
 def package_version(package: str) -> str:
@@ -115,6 +118,7 @@ def discover_allocators(build: Path, extra: list[tuple[str, str]], want_machine)
         # column that ran the default library fails its runs.
         found.append(Allocator(SECURE, str(secure), None, SECURE, git_revision()))
         found.append(Allocator(SECURE_TAILS, str(secure), None, SECURE, git_revision(), SECURE_TAILS_ENV))
+        found.append(Allocator(SECURE_SHUFFLE, str(secure), None, SECURE, git_revision(), SECURE_SHUFFLE_ENV))
     else:
         skipped.append((SECURE, f"{secure} not found; build it first (make)"))
     found.append(Allocator(PROFILE, str(build / "libfastalloc.so"), None, "fastalloc", git_revision(),

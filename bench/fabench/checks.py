@@ -5,7 +5,7 @@ FAIL mark, not a failure of the run."""
 
 from __future__ import annotations
 
-from .allocators import PROFILE, SECURE, SECURE_TAILS, VARIANTS
+from .allocators import PROFILE, SECURE, SECURE_SHUFFLE, SECURE_TAILS, VARIANTS
 from .stats import fmt_num, fmt_ratio, fmt_rss, geomean
 from .tables import Table
 from .workloads import SHUFFLE_THREADS, Workload
@@ -178,11 +178,12 @@ def secure_lines(workloads: list[Workload], rows_by: dict) -> list[str]:
                      f"({'PASS' if ok else 'FAIL'} <= {SECURE_TARGET:.2f}x, no workload above "
                      f"{SECURE_ROW_MAX:.1f}x); the costliest: "
                      + ", ".join(f"{n} {r:.2f}x" for r, n in worst[:5]))
-    g, worst = variant_ratios(workloads, rows_by, SECURE_TAILS)
-    if g is not None:
-        lines.append(f"{SECURE_TAILS} (FASTALLOC_SECURE_TAILS on) vs fastalloc, geometric mean over "
-                     f"{len(worst)} workloads: {g:.3f}x; the costliest: "
-                     + ", ".join(f"{n} {r:.2f}x" for r, n in worst[:5]))
+    for name, env in ((SECURE_TAILS, "FASTALLOC_SECURE_TAILS"), (SECURE_SHUFFLE, "FASTALLOC_SECURE_SHUFFLE")):
+        g, worst = variant_ratios(workloads, rows_by, name)
+        if g is not None:
+            lines.append(f"{name} ({env} on) vs fastalloc, geometric mean over "
+                         f"{len(worst)} workloads: {g:.3f}x; the costliest: "
+                         + ", ".join(f"{n} {r:.2f}x" for r, n in worst[:5]))
     g, worst = variant_ratios(workloads, rows_by, PROFILE)
     if g is not None:
         lines.append(f"{PROFILE} (FASTALLOC_PROFILE on) vs fastalloc, geometric mean over {len(worst)} "

@@ -86,6 +86,16 @@ const struct fa__option_def fa__option_defs[] = {
             "for and a canary past them, checked at each free and bounding the copy functions "
             "to those bytes (docs/SECURITY.md); the default library ignores it",
      .off = FIELD(secure_tails), .startup_only = true},
+    /* A random order cost about 1.05x of the hardened build's time on
+     * make bench, 1.4x to 1.6x where a program walks its blocks in the
+     * order it got them, and catches none of the errors its default set is
+     * measured by: an option of that build, off unless asked for (#41,
+     * SECURITY.md). */
+    {.name = "secure_shuffle", .env = "FASTALLOC_SECURE_SHUFFLE", .type = FA_OPT_BOOL, .min = 0,
+     .max = 1, .value = 0, .dflt = "0",
+     .doc = "hardened build: `1` hands out each small span's blocks in a random order, drawn "
+            "once as they are cut (docs/SECURITY.md); the default library ignores it",
+     .off = FIELD(secure_shuffle), .startup_only = true},
     {.name = "stats", .env = "FASTALLOC_STATS", .type = FA_OPT_TEXT, .min = 0, .max = 1,
      .words = {"1", "json:"}, .value = 0, .dflt = "0",
      .doc = "`1`: print statistics to stderr at exit; `json:PATH`: write them to PATH as JSON "

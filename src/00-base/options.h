@@ -32,6 +32,7 @@ struct fa__options {
     bool secure;               /* the hardened build was asked for (11-init/init.c) */
     bool secure_zero;          /* the hardened build zeroes freed blocks (02-records) */
     bool secure_tails;         /* the hardened build's blocks carry tails (02-records) */
+    bool secure_shuffle;       /* the hardened build cuts blocks in a random order (02-records) */
     struct fa__opt_text stats; /* statistics at exit (10-stats/stats.c); text: the JSON
                                   file, "" for the table on stderr */
     struct fa__opt_text trace; /* record an allocation trace (09-diag/trace.c); text:

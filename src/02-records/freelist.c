@@ -161,6 +161,7 @@ void fa__fl_init(void)
     fa__fl_key.tail_len = (uint16_t)(k[0] >> 48) | 0x8000u;
     fa__fl_key.zero = fa__opt.secure_zero;
     fa__fl_key.tails = fa__opt.secure_tails;
+    fa__fl_key.shuffle = fa__opt.secure_shuffle;
     fa__fl_key.rare = fa__fl_key.zero || fa__fl_key.tails;
     if (fa__fl_key.rare) { /* every malloc and free leaves for zeroed.c */
         fa__fl_key.free_mask = ~(uintptr_t)0;

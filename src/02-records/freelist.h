@@ -53,6 +53,7 @@ struct fa__fl_secrets {
     bool zero;      /* scrub freed blocks, check them at hand-out */
     bool tails;     /* small blocks carry tails (`secure_tails`, tail.h) */
     bool rare;      /* zero or tails: the fast paths leave for zeroed.c */
+    bool shuffle;   /* cut blocks in a random order (`secure_shuffle`, span.c) */
     /* The fast paths' own tests, which `secure_zero` and `secure_tails`
      * turn into ones that always fail, so that neither path tests either
      * option as well: free's test of a pointer's low bits (FA_MIN_ALIGN -

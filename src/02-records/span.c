@@ -8,16 +8,11 @@
 
 #include <string.h>
 
-/* Measuring knob: -DFA_CARVE_RANDOM=0 makes a hardened build cut in
- * address order.  Not a build anyone ships. */
-#ifndef FA_CARVE_RANDOM
-#define FA_CARVE_RANDOM FA_SECURE
-#endif
-
 #if FA_SECURE
-/* The hardened build hands a fresh span's blocks out in a random order,
- * so that where the next block lies cannot be told from where the last one
- * did.  A thread's own xorshift stream, seeded from the list key. */
+/* With `secure_shuffle`, the hardened build hands a fresh span's blocks
+ * out in a random order, so that where the next block lies cannot be told
+ * from where the last one did.  A thread's own xorshift stream, seeded
+ * from the list key. */
 static __thread uint64_t carve_rng __attribute__((tls_model("initial-exec")));
 
 static uint32_t carve_random(uint32_t bound)
@@ -47,32 +42,41 @@ void *fa__span_carve(struct fa__span *s, uint32_t n, void *tail)
     s->used += n;
 #if FA_SECURE
     /* Zeroed, as a freed block is (scrubbed) with `secure_zero`, then
-     * linked in a random order, each with a fresh block's tail.  next[k]
-     * is the block after block k: a random cycle through all n, drawn by
-     * Sattolo's algorithm (each cycle equally likely), and cut before a
-     * random block, the head.  So every order of the n blocks is equally
-     * likely, and the links are written in address order, forwards
-     * through the batch as the default build writes them, which the
-     * hardware prefetches: written in the order the blocks are handed
-     * out, they jumped about the batch. */
+     * linked, each with a fresh block's tail. */
     if (fa__fl_key.zero && !s->zeroed)
         fa__memset((void *)first, 0, (size_t)n * ci->size);
-    uint16_t next[FA_SPAN_CARVE_MAX];
-    uint32_t head = 0;
-    if (FA_CARVE_RANDOM) {
-        for (uint32_t i = 0; i < n; i++)
-            next[i] = (uint16_t)i;
-        for (uint32_t i = n - 1; i > 0; i--) {
-            uint32_t j = carve_random(i); /* j < i: Sattolo's, not Fisher and Yates's */
-            uint16_t t = next[i];
-            next[i] = next[j];
-            next[j] = t;
+    if (FA_LIKELY(!fa__fl_key.shuffle)) {
+        /* Forwards, in address order, as the default build cuts them:
+         * a program that walks its blocks in the order it got them walks
+         * memory forwards, which the processor prefetches (SECURITY.md,
+         * Random order). */
+        uintptr_t b = first;
+        for (uint32_t k = 0; k + 1 < n; k++, b += ci->size) {
+            fa__fl_mark((void *)b, s);
+            fa__tail_set((void *)b, ci->size - FA_TAIL, ci->size);
+            fa__fl_set_next((void *)b, (void *)(b + ci->size));
         }
-        head = carve_random(n);
-    } else {
-        for (uint32_t i = 0; i < n; i++)
-            next[i] = (uint16_t)(i + 1 < n ? i + 1 : 0);
+        fa__fl_mark((void *)b, s);
+        fa__tail_set((void *)b, ci->size - FA_TAIL, ci->size);
+        fa__fl_set_next((void *)b, tail);
+        return (void *)first;
     }
+    /* In a random order: next[k] is the block after block k, a random
+     * cycle through all n drawn by Sattolo's algorithm (each cycle equally
+     * likely), cut before a random block, the head.  So every order of the
+     * n blocks is equally likely.  The links are written in address order,
+     * forwards through the batch, which the hardware prefetches: written
+     * in the order the blocks are handed out, they jumped about it. */
+    uint16_t next[FA_SPAN_CARVE_MAX];
+    for (uint32_t i = 0; i < n; i++)
+        next[i] = (uint16_t)i;
+    for (uint32_t i = n - 1; i > 0; i--) {
+        uint32_t j = carve_random(i); /* j < i: Sattolo's, not Fisher and Yates's */
+        uint16_t t = next[i];
+        next[i] = next[j];
+        next[j] = t;
+    }
+    uint32_t head = carve_random(n);
     for (uint32_t k = 0; k < n; k++) {
         void *b = (void *)(first + (uintptr_t)k * ci->size);
         fa__fl_mark(b, s);

@@ -167,8 +167,9 @@ FA_INLINE bool fa__span_block_start(const struct fa__span *s, uintptr_t a)
 /* Cut up to n fresh blocks off s (at most FA_SPAN_CARVE_MAX, at least one
  * must be left), linked and followed by tail; returns the first.  They
  * count in used.  Each is marked free (02-records/freelist.h): a free of a
- * block that was never handed out is a double free.  The hardened build
- * zeroes them and links them in a random order. */
+ * block that was never handed out is a double free.  In the hardened
+ * build, with its options, they are zeroed (`secure_zero`) and linked in
+ * a random order (`secure_shuffle`). */
 void *fa__span_carve(struct fa__span *s, uint32_t n, void *tail) FA_HIDDEN;
 
 /* Move the blocks on a span's xfree list to its freelist and count them

@@ -238,12 +238,13 @@ void fa__tc_keep(struct fa__tcache *tc, struct fa__span *s)
      * again, instead of handed out in the order they were freed.  After a
      * program frees in random order, its next allocations then walk memory
      * forwards, which the hardware prefetches, instead of jumping about the
-     * span in the order of the frees (docs/HISTORY.md, #12).  The hardened
-     * build cuts them in a fresh random order, a batch at a time (span.c),
-     * and keeps spares as the default does: it used to keep the list, in
-     * the order of the frees, and its spans in their class, so a program
-     * whose blocks move from class to class went to the page heap for
-     * pages that another class held free. */
+     * span in the order of the frees (docs/HISTORY.md, #12).  With
+     * `secure_shuffle` the hardened build cuts them in a fresh random
+     * order, a batch at a time (span.c).  It keeps spares as the default
+     * does: it used to keep the list, in the order of the frees, and its
+     * spans in their class, so a program whose blocks move from class to
+     * class went to the page heap for pages that another class held
+     * free. */
     s->freelist = NULL;
     __atomic_store_n(&s->carved, 0, __ATOMIC_RELAXED); /* read by other threads' frees (span.h) */
     if (spare) {
