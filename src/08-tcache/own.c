@@ -297,11 +297,8 @@ void *fa__tc_take_free(struct fa__tcache *tc, struct fa__span *s, unsigned cls)
         s->used = s->carved + bias;
         /* A short list from a span still being cut: cut more ahead of it,
          * so that a loop that frees and allocates a few blocks does not
-         * come back here every few allocations.  The hardened build cuts
-         * ahead of any list while the span has blocks to cut, so that the
-         * blocks just freed wait behind fresh ones: a fresh process's
-         * malloc, free and malloc of a size get two blocks, not one. */
-        if ((FA_SECURE || n < ci->carve_min) && s->carved < ci->objs)
+         * come back here every few allocations. */
+        if ((n < ci->carve_min || FA_TC_LAST_ALONE(tc, head, n)) && s->carved < ci->objs)
             head = carve(s, head);
     } else if (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) != 0) {
         head = (void *)__atomic_exchange_n(&s->xfree, 0, __ATOMIC_ACQUIRE);

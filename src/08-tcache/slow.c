@@ -126,7 +126,21 @@ void *fa__tc_alloc_slow(size_t size)
         return p;
     }
     p = alloc_slow(tc, cls);
+#if FA_SECURE
+    if (FA_UNLIKELY(p == tc->last_free) && p != NULL) {
+        /* The block freed last, and heads[cls] has no other (tcache.h,
+         * fa__tc_not_last): its span's list held it alone, and the span is
+         * cut to its end.  Another block from anywhere, p behind it. */
+        void *q = tc->heads[cls] == NULL ? alloc_slow(tc, cls) : NULL;
+        if (q != NULL) {
+            fa__fl_set_next(p, tc->heads[cls]);
+            tc->heads[cls] = p;
+            p = q;
+        }
+    }
+#endif
     if (p != NULL) {
+        p = fa__tc_not_last(tc, cls, p);
         FA_COUNT_ADD(tc->n.allocs[cls], 1);
         FA_COUNT_ADD(tc->n.slow[cls], 1);
     }
@@ -344,5 +358,8 @@ void fa__tc_free_slow(void *p)
         return;
     }
     FA_COUNT_ADD(tc->n.frees[s->cls], 1);
+#if FA_SECURE
+    tc->last_free = p; /* a span the thread may take back (fa__tc_not_last) */
+#endif
     fa__tc_out_put(tc, s, p);
 }

@@ -112,7 +112,8 @@ FA_INLINE void fa__free_body(void *p, bool zeroed, bool tails, bool check)
         return;
     }
     size_t i = fa__pm_index(a);
-    if (FA_UNLIKELY(__atomic_load_n(&leaf->owner[i], __ATOMIC_RELAXED) != fa__tls_cache)) {
+    const void *owner = __atomic_load_n(&leaf->owner[i], __ATOMIC_RELAXED);
+    if (FA_UNLIKELY(owner != fa__tls_cache)) {
         fa__api_free_slow(p);
         return;
     }
@@ -145,6 +146,13 @@ FA_INLINE void fa__free_body(void *p, bool zeroed, bool tails, bool check)
         return;
     }
     fa__fl_push_free(&s->freelist, p, s);
+#if FA_SECURE
+    /* The owner is the calling thread's cache, in a register already
+     * (a read of fa__tls_cache is one more instruction): fa__tc_not_last. */
+    ((struct fa__tcache *)owner)->last_free = p;
+#else
+    (void)owner;
+#endif
     if (zeroed)
         fa__fl_scrub(p, fa__classes[s->cls].size);
     fa__fl_poison(p, fa__classes[s->cls].size);
