@@ -130,12 +130,20 @@ void *fa__tc_alloc_slow(size_t size)
     if (FA_UNLIKELY(p == tc->last_free) && p != NULL) {
         /* The block freed last, and heads[cls] has no other (tcache.h,
          * fa__tc_not_last): its span's list held it alone, and the span is
-         * cut to its end.  Another block from anywhere, p behind it. */
+         * cut to its end.  Another block from anywhere, p behind it, but
+         * only while p's span is still the thread's: heads[] holds blocks
+         * of the thread's own spans alone (fa__tc_return_heads puts them
+         * back on their lists), and the second walk may have detached it
+         * (other threads free into it).  Then q waits on heads[] and p
+         * goes out after all. */
         void *q = tc->heads[cls] == NULL ? alloc_slow(tc, cls) : NULL;
         if (q != NULL) {
-            fa__fl_set_next(p, tc->heads[cls]);
-            tc->heads[cls] = p;
-            p = q;
+            uintptr_t a = (uintptr_t)p;
+            bool mine = __atomic_load_n(&fa__pm_leaf_of(a)->owner[fa__pm_index(a)], __ATOMIC_RELAXED) == tc;
+            void *back = mine ? p : q;
+            fa__fl_set_next(back, tc->heads[cls]);
+            tc->heads[cls] = back;
+            p = mine ? q : p;
         }
     }
 #endif
