@@ -115,6 +115,10 @@ FA_INLINE void fa__tail_write(void *p, size_t n, size_t size)
         return;
     char *b = p;
     n = fa__tail_canary(n);
+    /* A span cut again (08-tcache, fa__tc_keep) is cut from blocks that
+     * were freed, which an AddressSanitizer build poisoned past their
+     * second word (freelist.h, fa__fl_poison). */
+    FA_UNPOISON(b + n, size - n);
     __builtin_memcpy(b + n, &fa__fl_key.tail, 8);
     __atomic_store_n((uint16_t *)(b + size - 2), (uint16_t)((size - n) ^ fa__fl_key.tail_len),
                      __ATOMIC_RELEASE);
