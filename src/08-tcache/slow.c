@@ -110,6 +110,31 @@ void *fa__tc_alloc_large(size_t size, size_t align, bool zero)
 static void *alloc_slow(struct fa__tcache *tc, unsigned cls);
 static void *take_new(struct fa__tcache *tc, unsigned cls);
 
+#if FA_SECURE
+/* p, which alloc_slow is about to hand out, is the block the thread freed
+ * last (tcache.h, fa__tc_not_last): hand out another, p behind it on
+ * heads[].  With heads[] empty, p's span's list held it alone and the span
+ * is cut to its end: another block from anywhere.  heads[] holds blocks of
+ * the thread's own spans alone (fa__tc_return_heads puts them back on
+ * their lists, as the thread's), and that second walk may detach p's span
+ * (other threads free into it): then the other block waits on heads[] and
+ * p goes out after all. */
+static void *not_last_slow(struct fa__tcache *tc, unsigned cls, void *p)
+{
+    if (tc->heads[cls] != NULL)
+        return fa__tc_not_last(tc, cls, p);
+    void *q = alloc_slow(tc, cls);
+    if (q == NULL)
+        return p;
+    uintptr_t a = (uintptr_t)p;
+    bool mine = __atomic_load_n(&fa__pm_leaf_of(a)->owner[fa__pm_index(a)], __ATOMIC_RELAXED) == tc;
+    void *back = mine ? p : q;
+    fa__fl_set_next(back, tc->heads[cls]);
+    tc->heads[cls] = back;
+    return mine ? q : p;
+}
+#endif
+
 void *fa__tc_alloc_slow(size_t size)
 {
     unsigned cls = fa__size_to_class(size);
@@ -127,28 +152,10 @@ void *fa__tc_alloc_slow(size_t size)
     }
     p = alloc_slow(tc, cls);
 #if FA_SECURE
-    if (FA_UNLIKELY(p == tc->last_free) && p != NULL) {
-        /* The block freed last, and heads[cls] has no other (tcache.h,
-         * fa__tc_not_last): its span's list held it alone, and the span is
-         * cut to its end.  Another block from anywhere, p behind it, but
-         * only while p's span is still the thread's: heads[] holds blocks
-         * of the thread's own spans alone (fa__tc_return_heads puts them
-         * back on their lists), and the second walk may have detached it
-         * (other threads free into it).  Then q waits on heads[] and p
-         * goes out after all. */
-        void *q = tc->heads[cls] == NULL ? alloc_slow(tc, cls) : NULL;
-        if (q != NULL) {
-            uintptr_t a = (uintptr_t)p;
-            bool mine = __atomic_load_n(&fa__pm_leaf_of(a)->owner[fa__pm_index(a)], __ATOMIC_RELAXED) == tc;
-            void *back = mine ? p : q;
-            fa__fl_set_next(back, tc->heads[cls]);
-            tc->heads[cls] = back;
-            p = mine ? q : p;
-        }
-    }
+    if (FA_UNLIKELY(p == tc->last_free) && p != NULL)
+        p = not_last_slow(tc, cls, p);
 #endif
     if (p != NULL) {
-        p = fa__tc_not_last(tc, cls, p);
         FA_COUNT_ADD(tc->n.allocs[cls], 1);
         FA_COUNT_ADD(tc->n.slow[cls], 1);
     }
