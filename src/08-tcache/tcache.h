@@ -64,8 +64,9 @@ struct fa__tcache {
     /* fa__classes[].size, for the hardened malloc's tail: read as heads[]
      * is, where the table costs a lea and a shift more. */
     uint32_t bsize[FA_NUM_CLASSES];
-    /* The block the thread freed last on the free fast path: a refill
-     * does not hand it out first (fa__tc_not_last). */
+    /* The block the thread freed last into a span of its own, or into
+     * its batch of remote frees: a refill does not hand it out first
+     * (fa__tc_not_last). */
     void *last_free;
 #endif
     /* FA_TC_*: beside heads[], so that a stand-in's slow path reads the
@@ -116,6 +117,13 @@ extern __thread struct fa__tcache *fa__tls_cache
  * Span empty: a free made every block of s, which the calling thread owns,
  * free. */
 void *fa__tc_alloc_slow(size_t size) FA_HIDDEN;
+/* A list of n blocks, p first, that is the block freed last alone: the
+ * hardened build cuts fresh blocks ahead of it while the span has some. */
+#if FA_SECURE
+#define FA_TC_LAST_ALONE(tc, p, n) ((n) == 1 && (p) == (tc)->last_free)
+#else
+#define FA_TC_LAST_ALONE(tc, p, n) false
+#endif
 /* p, the first block of a refill of heads[cls] (taken off it), or the
  * next one if p is the block the thread freed last and heads[cls] has
  * another (then p goes back on, second): in the hardened build, malloc,
@@ -128,13 +136,6 @@ void *fa__tc_alloc_slow(size_t size) FA_HIDDEN;
  * build's memory where 4 threads replace random blocks of 8 B to 32 KiB
  * (threads-random-small-4t: 9.5 MiB at its peak, 4.7), and let a block
  * freed alone on a span cut to its end come back at once. */
-/* A list of n blocks, p first, that is the block freed last alone: the
- * hardened build cuts fresh blocks ahead of it while the span has some. */
-#if FA_SECURE
-#define FA_TC_LAST_ALONE(tc, p, n) ((n) == 1 && (p) == (tc)->last_free)
-#else
-#define FA_TC_LAST_ALONE(tc, p, n) false
-#endif
 FA_INLINE void *fa__tc_not_last(struct fa__tcache *tc, unsigned cls, void *p)
 {
 #if FA_SECURE
