@@ -35,6 +35,11 @@ static void *refill_slow(size_t size, int diag)
 static FA_NOINLINE void *alloc_slower(size_t size)
 {
     fa__ensure_init();
+    /* A call before start-up chose a small class without knowing of tails
+     * (`secure_tails`): the last FA_TAIL bytes below the largest class
+     * become a large block with them. */
+    if (FA_UNLIKELY(size > FA_MAX_SMALL - FA_TAIL))
+        return fa__api_alloc_large(size, 0, false);
     int diag = fa__diag_on();
     if (FA_UNLIKELY(diag)) {
         if (diag & FA_DIAG_EVERY)
