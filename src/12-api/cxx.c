@@ -12,9 +12,11 @@
  * program with one line.  The nothrow forms return NULL where new would
  * throw; they do not call the new_handler, whose exception could not be
  * caught here.  delete is free, sized or not (the span comes from the page
- * map all the same, as for fa_free_sized); the hardened build checks a
- * sized delete's size against the bytes the block was asked
- * for (a delete of an array as one object, or of the wrong type). */
+ * map all the same, as for fa_free_sized).  A sized delete's size is
+ * checked: the hardened build's against the bytes the block was asked
+ * for, the default build's against the class of a block of the calling
+ * thread's own spans (no other costs it nothing more), so that a delete of
+ * an array as one object, or of the wrong type, stops the program. */
 #include "fastalloc.h"
 #include "12-api/fastpath.h"
 #include "12-api/override.h"
@@ -112,9 +114,27 @@ static void check_sized(void *p, size_t size, bool aligned)
 
 static void fa__cxx_delete_sized(void *p, size_t size)
 {
+#if FA_SECURE
     check_sized(p, size, false);
     fa__do_free(p);
+#else
+    fa__do_free_sized(p, size);
+#endif
 }
+
+#if !FA_SECURE
+/* The default build's sized delete left its fast path (fastpath.h): a
+ * size past the first table, or not of the block's class. */
+void fa__api_delete_check(void *p, size_t size)
+{
+    unsigned cls = fa__pm_class((uintptr_t)p);
+    if (FA_UNLIKELY(size > FA_MAX_SMALL || fa__size_to_class(size) != cls))
+        fa__fatal("fastalloc: operator delete(%p, %zu): the block was asked for up to %zu bytes (a delete of "
+                  "the wrong type, or of an array as one object)",
+                  p, size, (size_t)fa__classes[cls].size);
+    fa__do_free(p);
+}
+#endif
 
 static void fa__cxx_delete_aligned(void *p, size_t align)
 {

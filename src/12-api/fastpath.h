@@ -45,6 +45,11 @@
 #define FA_FREE_MASK(rare) (FA_MIN_ALIGN - 1)
 #endif
 
+/* A sized delete of a block of the calling thread's own span, whose size
+ * is above the first table's or not of the block's class (cxx.c): the
+ * check in full, then the free, or the program stops. */
+FA_NOINLINE void fa__api_delete_check(void *p, size_t size) FA_HIDDEN;
+
 FA_INLINE void *fa__malloc_body(size_t size, bool zeroed, bool tails)
 {
     const bool rare = zeroed || tails;
@@ -92,8 +97,12 @@ FA_INLINE void *fa__do_malloc(size_t size)
  * bits, and a block already marked free, each a test and a branch (SECURITY.md
  * says what they catch).
  * tails: the blocks carry tails (`secure_tails`); check: look at them
- * here (not when the caller looked in full already). */
-FA_INLINE void fa__free_body(void *p, bool zeroed, bool tails, bool check)
+ * here (not when the caller looked in full already).  sized: the default
+ * build's C++ sized delete, of size bytes: a block of the thread's own
+ * span must be of the class of size, or it leaves for cxx.c's check (a
+ * load and a compare beside the span's record the free reads anyway; the
+ * hardened build checks every sized delete in full before, cxx.c). */
+FA_INLINE void fa__free_body(void *p, bool zeroed, bool tails, bool check, bool sized, size_t size)
 {
     const bool rare = zeroed || tails;
     uintptr_t a = (uintptr_t)p;
@@ -141,6 +150,15 @@ FA_INLINE void fa__free_body(void *p, bool zeroed, bool tails, bool check)
 #endif
     (void)tails;
     (void)check;
+#if !FA_SECURE
+    if (sized && FA_UNLIKELY(size > FA_SMALL_TABLE_MAX ||
+                             __atomic_load_n(&fa__class_small[size], __ATOMIC_RELAXED) != s->cls)) {
+        fa__api_delete_check(p, size);
+        return;
+    }
+#endif
+    (void)sized;
+    (void)size;
     if (FA_UNLIKELY(fa__fl_marked(p, s))) {
         fa__api_free_marked(p);
         return;
@@ -162,7 +180,13 @@ FA_INLINE void fa__free_body(void *p, bool zeroed, bool tails, bool check)
 
 FA_INLINE void fa__do_free(void *p)
 {
-    fa__free_body(p, false, false, false);
+    fa__free_body(p, false, false, false, false, 0);
+}
+
+/* The default build's C++ sized delete of size bytes. */
+FA_INLINE void fa__do_free_sized(void *p, size_t size)
+{
+    fa__free_body(p, false, false, false, true, size);
 }
 
 #endif

@@ -31,17 +31,17 @@ void *fa__api_malloc_rare(size_t size)
 
 static FA_NOINLINE void free_zeroed(void *p)
 {
-    fa__free_body(p, true, false, false);
+    fa__free_body(p, true, false, false, false, 0);
 }
 
 static FA_NOINLINE void free_tails(void *p)
 {
-    fa__free_body(p, false, true, true);
+    fa__free_body(p, false, true, true, false, 0);
 }
 
 static FA_NOINLINE void free_both(void *p)
 {
-    fa__free_body(p, true, true, true);
+    fa__free_body(p, true, true, true, false, 0);
 }
 
 void fa__api_free_rare(void *p)
@@ -62,9 +62,9 @@ void fa__api_free_tails(void *p)
         fa__tc_free_bad(p, s);
     fa__tail_check_free(p, fa__classes[s->cls].size, (uintptr_t)p - s->start, fa__tls_cache);
     if (FA_FL_ZEROED)
-        fa__free_body(p, true, true, false);
+        fa__free_body(p, true, true, false, false, 0);
     else
-        fa__free_body(p, false, true, false);
+        fa__free_body(p, false, true, false, false, 0);
 #else
     (void)p;
 #endif
