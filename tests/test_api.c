@@ -51,9 +51,12 @@ static size_t class_rule(size_t n)
 
 /* The usable size of a block asked for n bytes: its class's (above), or in
  * the hardened library with tails exactly n (util.h, test_secure_usable);
- * a large block's in the hardened library, exactly n (its record). */
+ * a large block's in the hardened library, exactly n (its record); none
+ * for 0 in the hardened library. */
 static size_t expected_usable(size_t n)
 {
+    if (FA_TEST_SECURE_LIB && n == 0) /* a block of no bytes (test_malloc_zero) */
+        return 0;
     if (test_tails_on() || (FA_TEST_SECURE_LIB && n > MAX_SMALL - TEST_TAIL))
         return test_secure_usable(n);
     return class_rule(n);
@@ -75,11 +78,36 @@ static void test_malloc_zero(void)
     void *b = opaque_ptr(fa_malloc(0));
     CHECK(a != NULL && b != NULL);
     CHECK(a != b);
+    CHECK((uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0);
     CHECK(fa_owns(a) && fa_owns(b));
-    CHECK(fa_malloc_usable_size(a) >= 1);
-    memset(a, 0x5a, fa_malloc_usable_size(a));
-    memset(b, 0xa5, fa_malloc_usable_size(b));
-    CHECK(all_bytes(a, fa_malloc_usable_size(a), 0x5a));
+    /* The hardened library's blocks of no bytes have no bytes to use: any
+     * access faults (test_security overflow); the default library's are
+     * blocks of the smallest class. */
+    if (FA_TEST_SECURE_LIB) {
+        CHECK(fa_malloc_usable_size(a) == 0 && fa_malloc_usable_size(b) == 0);
+        void *m[64];
+        for (int i = 0; i < 64; i++) { /* no two alike, none a block of bytes */
+            m[i] = opaque_ptr(fa_malloc(0));
+            CHECK(m[i] != NULL && m[i] != a && m[i] != b && fa_malloc_usable_size(m[i]) == 0);
+            for (int j = 0; j < i; j++)
+                CHECK(m[i] != m[j]);
+        }
+        /* realloc: a block of bytes from it, and one of no bytes again */
+        char *r = opaque_ptr(fa_realloc(m[0], 100));
+        CHECK(r != NULL && fa_malloc_usable_size(r) >= 100);
+        memset(r, 1, 100);
+        void *z = opaque_ptr(fa_realloc(NULL, 0));
+        CHECK(z != NULL && fa_malloc_usable_size(z) == 0);
+        fa_free(z);
+        fa_free(r);
+        for (int i = 1; i < 64; i++)
+            fa_free(m[i]);
+    } else {
+        CHECK(fa_malloc_usable_size(a) >= 1);
+        memset(a, 0x5a, fa_malloc_usable_size(a));
+        memset(b, 0xa5, fa_malloc_usable_size(b));
+        CHECK(all_bytes(a, fa_malloc_usable_size(a), 0x5a));
+    }
     fa_free(a);
     fa_free(b);
 

@@ -305,9 +305,20 @@ static int child_overflow(const char *how, size_t n)
         char *p = opaque_ptr(fa_malloc(n));
         memset(p, 1, n);
         volatile char *w = strcmp(how, "far-over") == 0 ? p + n + ((size_t)1 << 20) : p - ((size_t)1 << 20);
-        printf("writing 1 MiB away\n");
+        printf("writing 1 MiB away: faults next\n");
         fflush(stdout);
         *w = 1;
+        return 4;
+    }
+    if (strncmp(how, "zero-", 5) == 0) { /* zero-write, zero-read, zero-calloc: a block of no bytes */
+        volatile char *p = opaque_ptr(strcmp(how, "zero-calloc") == 0 ? fa_calloc(4, 0) : fa_malloc(0));
+        if (p == NULL)
+            return 3;
+        printf("a byte of a block of no bytes: faults next\n");
+        fflush(stdout);
+        if (strcmp(how, "zero-read") == 0)
+            return p[0] == 42 ? 5 : 4;
+        p[0] = 'A';
         return 4;
     }
     if (strcmp(how, "guard") == 0 || strcmp(how, "regrow") == 0 || strcmp(how, "reshrink") == 0) {
@@ -539,7 +550,7 @@ static void run_opt(const char *kind, const char *how, size_t n, enum outcome wa
                n, r.status, r.out, r.err);
         return;
     case FAULT: /* a write into memory with no access */
-        CHECKF(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGSEGV && strstr(r.out, "1 MiB away"),
+        CHECKF(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGSEGV && strstr(r.out, "faults next"),
                "%s %s at %zu B: status %#x, not SIGSEGV; stdout: %s; stderr: %s", kind, how, n, r.status, r.out,
                r.err);
         return;
@@ -650,6 +661,12 @@ static int case_overflow(void)
 {
     if (!TEST_SECURE)
         return hardened_only("overflow");
+    /* malloc(0) and calloc of no bytes: a block of no bytes, whose every
+     * byte faults (06-large/empty.h), with tails too. */
+    static const char *const zeros[] = {"zero-write", "zero-read", "zero-calloc"};
+    for (size_t z = 0; z < sizeof zeros / sizeof zeros[0]; z++)
+        for (int t = 0; t <= OPT_TAILS; t += OPT_TAILS)
+            run_opt("overflow", zeros[z], 0, FAULT, NULL, t);
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         size_t n = sizes[i];
         /* The reserve no span uses has no access, and none has the

@@ -71,6 +71,10 @@ void fa__sizeclass_init(void)
             k++;
         __atomic_store_n(&fa__class_small[size], (uint8_t)k, __ATOMIC_RELAXED); /* sizeclass.h */
     }
+    /* The hardened build's malloc(0) finds no list of class 0 and leaves for
+     * the slow path, which hands out a block of no bytes (06-large/empty.h). */
+    if (FA_SECURE)
+        __atomic_store_n(&fa__class_small[0], 0, __ATOMIC_RELAXED);
     k = 1;
     for (size_t i = 0; i <= FA_MAX_SMALL / 128; i++) {
         size_t size = i * 128;

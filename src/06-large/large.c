@@ -1,6 +1,7 @@
 /* Large blocks (large.h): spans of their own from the page heap, and the
  * blocks each thread keeps after freeing them. */
 #include "06-large/large.h"
+#include "06-large/empty.h"
 #include "00-base/probe.h"
 #include "00-base/mem.h"
 #include "00-base/asan.h"
@@ -335,6 +336,8 @@ void fa__large_cache_trim(struct fa__large_cache *lc, size_t cap, bool idle)
 
 size_t fa__large_usable(void *p)
 {
+    if (fa__empty_has(p))
+        return 0;
     struct fa__span *s = fa__pm_span((uintptr_t)p);
     if (s == NULL || __atomic_load_n(&s->state, __ATOMIC_RELAXED) != FA_SPAN_LARGE || s->start != (uintptr_t)p) {
         fa__diag("fastalloc: malloc_usable_size(): invalid pointer %p", p);

@@ -7,6 +7,7 @@
 #include "02-records/pagemap.h"
 #include "02-records/tail.h"
 #include "05-central/central.h"
+#include "06-large/empty.h"
 #include "07-decay/decay.h"
 
 #include <errno.h>
@@ -343,7 +344,7 @@ void fa__tc_free_slow(void *p)
     struct fa__tcache *tc = fa__tls_cache;
     uintptr_t a = (uintptr_t)p;
     if (fa__pm_class(a) == 0) {
-        if (p != NULL)
+        if (p != NULL && !fa__empty_has(p)) /* a block of no bytes: nothing to give back */
             free_large(tc, p);
         return;
     }

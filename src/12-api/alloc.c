@@ -4,6 +4,7 @@
 #include "12-api/fastpath.h"
 #include "12-api/override.h"
 #include "00-base/diag.h"
+#include "06-large/empty.h"
 #include "06-large/large.h"
 #include "09-diag/debug.h"
 #include "11-init/init.h"
@@ -122,6 +123,8 @@ void *fa_realloc(void *p, size_t size)
             fa__do_free(p);
         return n;
     }
+    if (fa__empty_has(p)) /* a block of no bytes: nothing to copy, nothing to free */
+        return fa__do_malloc(size);
     struct fa__span *s = fa__large_span_of(p, "realloc");
     if (FA_UNLIKELY(size > FA_MAX_REQUEST)) {
         errno = ENOMEM;

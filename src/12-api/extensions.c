@@ -6,6 +6,7 @@
 #include "00-base/options.h"
 #include "05-central/central.h"
 #include "04-pageheap/pageheap.h"
+#include "06-large/empty.h"
 #include "06-large/large.h"
 #include "02-records/pagemap.h"
 #include "02-records/sizeclass.h"
@@ -94,6 +95,8 @@ int fa_owns(const void *p)
     if (fa__diag_on() & (FA_DIAG_DEBUG | FA_DIAG_VALGRIND | FA_DIAG_TRACE))
         return fa__dbg_owns(p);
     uintptr_t a = (uintptr_t)p;
+    if (fa__empty_has(p))
+        return 1;
     struct fa__span *s = fa__pm_span(a);
     if (s == NULL || s->npages == 0 || a < s->start || a >= s->start + s->npages * FA_PAGE_SIZE)
         return 0;

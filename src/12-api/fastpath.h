@@ -55,6 +55,8 @@ FA_INLINE void *fa__malloc_body(size_t size, bool zeroed, bool tails)
     const bool rare = zeroed || tails;
     const size_t t = FA_BODY_TAIL(tails);
     size_t cls; /* the table's byte, zero-extended: indexes heads[] as it is */
+    if (tails && FA_UNLIKELY(size == 0)) /* a block of no bytes, as without tails (06-large/empty.h) */
+        return fa__api_alloc_slow(0, 0);
     if (FA_LIKELY(size < FA_SMALL_LIMIT(rare, t)))
         cls = __atomic_load_n(&fa__class_small[size + t], __ATOMIC_RELAXED); /* sizeclass.h */
     else if (!rare && FA_UNLIKELY(FA_FL_RARE))

@@ -6,6 +6,7 @@
 #include "02-records/pagemap.h"
 #include "02-records/sizeclass.h"
 #include "02-records/tail.h"
+#include "06-large/empty.h"
 #include "08-tcache/tcache.h"
 #include "09-diag/debug.h"
 #include "10-stats/stats.h"
@@ -49,6 +50,14 @@ static FA_NOINLINE void *alloc_slower(size_t size)
         if (p != NULL)
             return p;
     }
+#if FA_SECURE
+    if (size == 0) { /* class 0 (sizeclass.c) */
+        void *p = fa__empty_alloc();
+        if (FA_LIKELY(p != NULL))
+            return p;
+        size = 1; /* no range for them: a block of the smallest class */
+    }
+#endif
     return refill_slow(size, diag);
 }
 
