@@ -242,13 +242,18 @@ WORKLOADS: list[Workload] = [
       for mode in ("reuse", "window")
       for threads, ops, qops in ((2, "10M", "1M"), (32, "500k", "50k"))],
 
-    # -- 5. producer-consumer (remote frees)
+    # -- 5. producer-consumer (remote frees).  Ten rounds for these rings:
+    # a round moved by up to 2.4x under one library (prodcons-1+1 under
+    # the default library: 5.1, 10.5 and 12.2 M ops/s in one run of 3
+    # rounds), and with 3 a median decided the hardened build's "no row
+    # above 1.5x" (#41).
     *[Workload(f"prodcons-{p}+{p}", "prodcons",
                ("--pairs", str(p), "--ops", "{ops}", "--min", "16", "--max", "512"),
                params={"ops": ops}, quick={"ops": "50k"},
                metric="ops_per_s", unit="M ops/s", higher_is_better=True, scale=1e-6,
                table="producer-consumer", threads=2 * p,
-               title=f"{p} producer(s) -> SPSC ring -> {p} consumer(s), 16..512 B, consumer frees")
+               title=f"{p} producer(s) -> SPSC ring -> {p} consumer(s), 16..512 B, consumer frees; 10 rounds",
+               rounds=(10, 0))
       for p, ops in ((1, "3M"), (4, "1M"))],
     # One size, as an outside suite runs it: its figures under fastalloc
     # were bimodal (1.40-2.91 s against mimalloc's steady 1.50-1.70), so
