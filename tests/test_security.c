@@ -26,6 +26,10 @@
  *   order     small blocks handed out one after another lie one after
  *             another in memory, and with FASTALLOC_SECURE_SHUFFLE=1 they
  *             do not (hardened)
+ *   correct   a correct program runs to its end under every set of the
+ *             hardened build's options: blocks of one size written and
+ *             freed, then blocks of another size cut from the same spans
+ *             (secure_zero stopped it before 52's fix)
  *
  * A child that must die is checked for its signal and its one line; one
  * that must live, for exit status 0.  The parent prints each attempt. */
@@ -480,8 +484,37 @@ static int child_order(size_t n)
     return shuffled ? next > N / 2 : next < N - 4;
 }
 
+/* A correct program: n blocks of one size written and freed, then as
+ * many of another (how is "FROM-TO"), each checked for its own pattern,
+ * so that the spans the first size left go to the second (exit 5 if a
+ * block's bytes change under it). */
+static int child_correct(const char *how, size_t n)
+{
+    size_t from = strtoull(how, NULL, 10), to = strtoull(strchr(how, '-') + 1, NULL, 10);
+    unsigned char **p = fa_malloc(n * sizeof *p);
+    for (int round = 0; round < 2; round++) {
+        size_t sz = round == 0 ? from : to;
+        for (size_t i = 0; i < n; i++) {
+            p[i] = fa_malloc(sz);
+            memset(p[i], (int)(i * 7 + round), sz);
+        }
+        for (size_t i = 0; i < n; i++) {
+            for (size_t k = 0; k < sz; k++)
+                if (p[i][k] != (unsigned char)(i * 7 + round)) {
+                    printf("byte %zu of block %zu (%zu B) changed\n", k, i, sz);
+                    return 5;
+                }
+            fa_free(p[i]);
+        }
+    }
+    fa_free(p);
+    return 0;
+}
+
 static int child(const char *kind, const char *how, size_t n)
 {
+    if (strcmp(kind, "correct") == 0)
+        return child_correct(how, n);
     if (strcmp(kind, "double") == 0)
         return child_double(how, n);
     if (strcmp(kind, "invalid") == 0)
@@ -721,6 +754,17 @@ static int case_order(void)
     return check_done("test_security order");
 }
 
+static int case_correct(void)
+{
+    /* The sizes secure_zero stopped (52), each under every set of the
+     * hardened build's options (the default library has none). */
+    static const char *const pairs[] = {"48-64", "32-48", "64-48", "80-64", "100-200", "1000-700"};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+        for (int o = 0; o < (TEST_SECURE ? 8 : 1); o++)
+            run_opt("correct", pairs[i], 20000, EXIT0, NULL, o);
+    return check_done("test_security correct");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 5 && strcmp(argv[1], "child") == 0)
@@ -730,6 +774,7 @@ int main(int argc, char **argv)
         {"double", case_double},     {"invalid", case_invalid}, {"huge", case_huge},
         {"exec", case_exec},         {"forged", case_forged},   {"uaf", case_uaf},
         {"overflow", case_overflow}, {"copy", case_copy},        {"order", case_order},
+        {"correct", case_correct},
     };
     return check_run_case(TEST_SECURE ? "test_security_secure" : "test_security", cases,
                           sizeof cases / sizeof cases[0], argc, argv);

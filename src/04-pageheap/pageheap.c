@@ -287,6 +287,10 @@ void fa__ph_reclass(struct fa__span *s, unsigned cls)
     fa__ph.st.spans[cls]++;
     fa__unlock(&fa__ph_lock);
     s->cls = (uint8_t)cls;
+    /* The old class's free blocks left their links and marks at offsets
+     * that fall inside the new class's blocks: no longer all zero, so a
+     * cut with `secure_zero` zeroes its blocks again (span.c). */
+    s->zeroed = 0;
     for (uint32_t i = 0; i < s->npages; i++)
         fa__pm_set_one(s->start + i * FA_PAGE_SIZE, s, cls);
     /* As a span the heap hands out: the old class's free blocks were
