@@ -4,6 +4,7 @@
  * process that uses 100 MiB touches about 220 KiB of it. */
 #include "02-records/pagemap.h"
 #include "01-os/os.h"
+#include "02-records/span.h"
 
 struct fa__pm_leaf *fa__pm_root[FA_PM_ROOT_LEN];
 
@@ -75,4 +76,92 @@ void fa__pm_set_owner(uintptr_t start, size_t npages, const void *owner)
             __atomic_store_n(&leaf->owner[i + k], owner, __ATOMIC_RELAXED);
         a += n << FA_PAGE_SHIFT;
     }
+}
+
+/* The huge spans' slots: written under the page-heap lock, read by anyone
+ * (a reader that races a block's free or resize is in a race of the
+ * program's own). */
+struct fa__span *fa__pm_huge[FA_PM_HUGE_SLOTS];
+unsigned fa__pm_nhuge;
+
+static bool holds(const struct fa__span *s, uintptr_t a)
+{
+    return s != NULL && a >= s->start && a - s->start < (uintptr_t)s->npages * FA_PAGE_SIZE;
+}
+
+struct fa__span *fa__pm_huge_find(uintptr_t a)
+{
+    unsigned n = __atomic_load_n(&fa__pm_nhuge, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++) {
+        struct fa__span *s = __atomic_load_n(&fa__pm_huge[i], __ATOMIC_ACQUIRE);
+        if (holds(s, a))
+            return s;
+    }
+    return NULL;
+}
+
+struct fa__span *fa__pm_span_holding(uintptr_t a)
+{
+    /* The slots first: inside a huge span, a page's entry is whatever an
+     * older span left there, and the record it names may hold the page
+     * still, as a record no span uses. */
+    if (__atomic_load_n(&fa__pm_nhuge, __ATOMIC_RELAXED) != 0) {
+        struct fa__span *h = fa__pm_huge_find(a);
+        if (h != NULL)
+            return h;
+    }
+    struct fa__span *s = fa__pm_span(a);
+    return holds(s, a) ? s : NULL;
+}
+
+static bool is_huge(const struct fa__span *s)
+{
+    unsigned n = fa__pm_nhuge;
+    for (unsigned i = 0; i < n; i++)
+        if (fa__pm_huge[i] == s)
+            return true;
+    return false;
+}
+
+/* A slot for s; false when all are taken. */
+static bool huge_add(struct fa__span *s)
+{
+    for (unsigned i = 0; i < FA_PM_HUGE_SLOTS; i++) {
+        if (fa__pm_huge[i] == NULL) {
+            __atomic_store_n(&fa__pm_huge[i], s, __ATOMIC_RELEASE);
+            if (i >= fa__pm_nhuge)
+                __atomic_store_n(&fa__pm_nhuge, i + 1, __ATOMIC_RELEASE);
+            return true;
+        }
+    }
+    return false;
+}
+
+void fa__pm_huge_drop(struct fa__span *s)
+{
+    unsigned n = fa__pm_nhuge;
+    for (unsigned i = 0; i < n; i++) {
+        if (fa__pm_huge[i] == s) {
+            __atomic_store_n(&fa__pm_huge[i], NULL, __ATOMIC_RELEASE);
+            while (n > 0 && fa__pm_huge[n - 1] == NULL)
+                n--;
+            __atomic_store_n(&fa__pm_nhuge, n, __ATOMIC_RELEASE);
+            return;
+        }
+    }
+}
+
+void fa__pm_set_large(struct fa__span *s, uintptr_t start, size_t npages)
+{
+    uintptr_t last = start + (npages - 1) * FA_PAGE_SIZE;
+    if (is_huge(s) || (s->npages > FA_PM_HUGE_PAGES && huge_add(s))) {
+        /* Its first page for a free's look-up, its last for the page
+         * heap's merge with the span after it. */
+        if (start == s->start)
+            fa__pm_set_one(start, s, 0);
+        fa__pm_set_one(last, s, 0);
+        return;
+    }
+    for (uintptr_t a = start; a <= last; a += FA_PAGE_SIZE)
+        fa__pm_set_one(a, s, 0);
 }

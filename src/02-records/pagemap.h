@@ -33,6 +33,19 @@ struct fa__pm_leaf {
 
 extern struct fa__pm_leaf *fa__pm_root[FA_PM_ROOT_LEN] FA_HIDDEN;
 
+/* A large span of more pages than this has its first and last page mapped
+ * and a slot in the table of huge spans, not an entry for every page: the
+ * map is 17 bytes a page, so a block of 64 GiB would have written 136 MiB
+ * of it, and one of 1 TiB 2.2 GiB, for pages the program may never touch.
+ * Below it a block maps every page (at most 136 KiB of map for 64 MiB), and
+ * so does a huge span when the table is full.  A slot is looked at only
+ * where a page's own entry does not hold the address: an interior pointer
+ * of a large block, on the slow paths and the hardened build's bounds. */
+#define FA_PM_HUGE_PAGES ((size_t)8192)
+#define FA_PM_HUGE_SLOTS 64
+extern struct fa__span *fa__pm_huge[FA_PM_HUGE_SLOTS] FA_HIDDEN;
+extern unsigned fa__pm_nhuge FA_HIDDEN; /* slots below this may be in use */
+
 FA_INLINE struct fa__pm_leaf *fa__pm_leaf_of(uintptr_t a)
 {
     return __atomic_load_n(&fa__pm_root[(a >> 32) & (FA_PM_ROOT_LEN - 1)], __ATOMIC_ACQUIRE);
@@ -60,6 +73,15 @@ FA_INLINE struct fa__span *fa__pm_span(uintptr_t a)
     return __atomic_load_n(&leaf->span[fa__pm_index(a)], __ATOMIC_RELAXED);
 }
 
+/* The huge span that holds a, or NULL (pagemap.c). */
+struct fa__span *fa__pm_huge_find(uintptr_t a) FA_HIDDEN;
+
+/* The span that holds a, in use or free, or NULL: a huge span's slot, else
+ * fa__pm_span where the span it names holds a.  A page's entry inside a
+ * free span may be stale, naming a record that now describes other pages;
+ * and a huge span's pages inside have none of their own. */
+struct fa__span *fa__pm_span_holding(uintptr_t a) FA_HIDDEN;
+
 /* Writers of span and class hold the page-heap lock.  Make sure leaves exist for a range of
  * pages before it is handed out (false if the OS refused the memory). */
 bool fa__pm_reserve(uintptr_t start, size_t npages) FA_HIDDEN;
@@ -67,6 +89,15 @@ bool fa__pm_reserve(uintptr_t start, size_t npages) FA_HIDDEN;
 size_t fa__pm_resident(void) FA_HIDDEN;
 /* Map each page in [start, start + npages pages) to span and cls. */
 void fa__pm_set(uintptr_t start, size_t npages, struct fa__span *span, unsigned cls) FA_HIDDEN;
+/* Map the pages [start, start + npages pages) of the large span s, which
+ * now ends with them (a new span's all, or the pages a growth added): each
+ * page, or for a huge span its last page and its slot (the first page too
+ * when start is s's).  Unlike fa__pm_set, leaves the owners as they are:
+ * NULL on every page that no small span holds. */
+void fa__pm_set_large(struct fa__span *s, uintptr_t start, size_t npages) FA_HIDDEN;
+/* The large span s is freed, or its pages change hands: its huge slot, if
+ * it has one, is freed. */
+void fa__pm_huge_drop(struct fa__span *s) FA_HIDDEN;
 /* Set one page's entry (used for the first and last page of free spans). */
 void fa__pm_set_one(uintptr_t page_addr, struct fa__span *span, unsigned cls) FA_HIDDEN;
 /* Make owner (NULL: none) the owner of each page in [start, start + npages

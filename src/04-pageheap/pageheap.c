@@ -89,7 +89,10 @@ static void mark_used(struct fa__span *s, unsigned state, unsigned cls)
     s->link.next = s->link.prev = NULL;
     s->dirty = 0;
     s->ndirty = 0;
-    fa__pm_set(s->start, s->npages, s, cls);
+    if (state == FA_SPAN_LARGE)
+        fa__pm_set_large(s, s->start, s->npages);
+    else
+        fa__pm_set(s->start, s->npages, s, cls);
     if (state == FA_SPAN_LARGE) {
         fa__ph.st.large_bytes += s->npages * FA_PAGE_SIZE;
     } else {
@@ -182,10 +185,12 @@ static void free_span(struct fa__span *s, size_t released)
     }
     /* Small blocks of a released span must not find their class any more: a
      * stale free of one then reaches the slow path and is reported. */
-    if (s->state == FA_SPAN_SMALL)
+    if (s->state == FA_SPAN_SMALL) {
         fa__pm_set(s->start, s->npages, s, 0);
-    else
+    } else {
         fa__pm_set_one(s->start, s, 0);
+        fa__pm_huge_drop(s);
+    }
     __atomic_store_n(&s->state, FA_SPAN_FREE, __ATOMIC_RELAXED);
     s->used = 0;
     s->listed = 0;
@@ -240,7 +245,13 @@ bool fa__ph_resize(struct fa__span *s, size_t npages)
             t->ndirty = t->npages;
             fa__ph.st.large_bytes -= t->npages * FA_PAGE_SIZE;
             s->npages = npages;
-            fa__pm_set(t->start, t->npages, t, 0);
+            /* The pages given back name t, so that a stale pointer into
+             * them is told from one into s; a huge tail's boundaries
+             * alone, which its merge sets (the rest hold s, which no
+             * longer holds them).  s's new last page names s. */
+            if (t->npages <= FA_PM_HUGE_PAGES)
+                fa__pm_set(t->start, t->npages, t, 0);
+            fa__pm_set_large(s, t->start - FA_PAGE_SIZE, 1);
             FA_POISON((void *)t->start, t->npages * FA_PAGE_SIZE);
             fa__ph_coalesce_insert(t);
             ok = true;
@@ -260,9 +271,9 @@ bool fa__ph_resize(struct fa__span *s, size_t npages)
             } else {
                 fa__ph_span_delete(r);
             }
-            fa__pm_set(end, extra, s, 0);
-            FA_UNPOISON((void *)end, extra * FA_PAGE_SIZE);
             s->npages = npages;
+            fa__pm_set_large(s, end, extra);
+            FA_UNPOISON((void *)end, extra * FA_PAGE_SIZE);
             fa__ph.st.large_bytes += extra * FA_PAGE_SIZE;
             note_peak();
             ok = true;

@@ -280,7 +280,7 @@ void *fa__large_alloc(struct fa__large_cache *lc, size_t size, size_t align, boo
 
 struct fa__span *fa__large_span_of(void *p, const char *who)
 {
-    struct fa__span *s = fa__pm_span((uintptr_t)p);
+    struct fa__span *s = fa__pm_span_holding((uintptr_t)p);
     if (s != NULL && s->npages != 0 && (uintptr_t)p >= s->start &&
         (uintptr_t)p < s->start + s->npages * FA_PAGE_SIZE) {
         /* The state may change under a racing double free: read once. */
@@ -338,7 +338,7 @@ size_t fa__large_usable(void *p)
 {
     if (fa__empty_has(p))
         return 0;
-    struct fa__span *s = fa__pm_span((uintptr_t)p);
+    struct fa__span *s = fa__pm_span_holding((uintptr_t)p);
     if (s == NULL || __atomic_load_n(&s->state, __ATOMIC_RELAXED) != FA_SPAN_LARGE || s->start != (uintptr_t)p) {
         fa__diag("fastalloc: malloc_usable_size(): invalid pointer %p", p);
         return 0;

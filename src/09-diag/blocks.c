@@ -43,7 +43,7 @@ void *fa__dbg_block_alloc(size_t size)
 
 bool fa__dbg_block_of(uintptr_t p, uintptr_t *base, size_t *usable)
 {
-    struct fa__span *s = fa__pm_span(p);
+    struct fa__span *s = fa__pm_span_holding(p);
     if (s == NULL || s->npages == 0 || p < s->start || p >= s->start + s->npages * FA_PAGE_SIZE)
         return false;
     unsigned state = __atomic_load_n(&s->state, __ATOMIC_RELAXED);

@@ -58,12 +58,16 @@ FA_INLINE size_t room(const void *d, uintptr_t *b, size_t *n, bool full)
         return UNBOUNDED;
     size_t i = fa__pm_index(a);
     struct fa__span *s = __atomic_load_n(&leaf->span[i], __ATOMIC_RELAXED);
-    if (s == NULL)
-        return UNBOUNDED;
-    uintptr_t off = a - s->start;
-    if (FA_UNLIKELY(off >= (size_t)s->npages * FA_PAGE_SIZE))
-        return UNBOUNDED;
     unsigned cls = leaf->cls[i];
+    if (FA_UNLIKELY(s == NULL || a - s->start >= (size_t)s->npages * FA_PAGE_SIZE)) {
+        /* Inside a huge span the pages have no entries of their own
+         * (02-records/pagemap.h). */
+        if (FA_LIKELY(__atomic_load_n(&fa__pm_nhuge, __ATOMIC_RELAXED) == 0) ||
+            (s = fa__pm_huge_find(a)) == NULL)
+            return UNBOUNDED;
+        cls = 0;
+    }
+    uintptr_t off = a - s->start;
     size_t held;
     if (FA_LIKELY(cls != 0)) {
         size_t size = fa__classes[cls].size;

@@ -97,7 +97,7 @@ int fa_owns(const void *p)
     uintptr_t a = (uintptr_t)p;
     if (fa__empty_has(p))
         return 1;
-    struct fa__span *s = fa__pm_span(a);
+    struct fa__span *s = fa__pm_span_holding(a);
     if (s == NULL || s->npages == 0 || a < s->start || a >= s->start + s->npages * FA_PAGE_SIZE)
         return 0;
     if (s->state == FA_SPAN_LARGE)
