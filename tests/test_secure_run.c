@@ -1,10 +1,12 @@
 /* FASTALLOC_SECURE=1 (docs/SECURITY.md): which library a program gets.
  *
  *   run     fastalloc-run preloads the hardened library when
- *           FASTALLOC_SECURE=1 is set, and the default one when it is not
- *           (or is 0): the program's /proc/self/maps shows which, and the
- *           library that serves its fa_malloc is that build
- *           (tests/which_build.h);
+ *           FASTALLOC_SECURE is 1 or another word the library takes as
+ *           yes, and the default one when it is unset or no: the program's
+ *           /proc/self/maps shows which, and the library that serves its
+ *           fa_malloc is that build (tests/which_build.h); a word the
+ *           library would refuse, and no program, stop the wrapper with
+ *           one line and status 2;
  *   notice  the default library, preloaded with FASTALLOC_SECURE=1 set,
  *           says once on stderr that it is not the hardened one, and goes
  *           on; the hardened library says nothing.
@@ -76,21 +78,39 @@ static void run_probe(struct child_out *r, const struct env *e, bool wrapped)
 
 static int case_run(void)
 {
-    static const struct env hardened = {"1", NULL}, unset = {NULL, NULL}, zero = {"0", NULL};
+    /* Every word the library takes as yes, in any case (the wrapper
+     * preloaded the default library for all but "1" before 52). */
+    static const struct env yes[] = {{"1", NULL}, {"yes", NULL}, {"TRUE", NULL}, {"On", NULL}};
+    static const struct env no[] = {{NULL, NULL}, {"0", NULL}, {"no", NULL}, {"False", NULL}, {"OFF", NULL}};
     struct child_out r;
-    run_probe(&r, &hardened, true);
-    CHECKF(strstr(r.out, "build=secure\n") != NULL && strstr(r.out, "map=libfastalloc-secure.so") != NULL,
-           "fastalloc-run with FASTALLOC_SECURE=1 did not give the hardened library:\n%s", r.out);
-    CHECKF(r.err[0] == '\0', "stderr: %s", r.err);
-    const struct env *plain[] = {&unset, &zero};
-    for (int i = 0; i < 2; i++) {
-        run_probe(&r, plain[i], true);
-        CHECKF(strstr(r.out, "build=default\n") != NULL && strstr(r.out, "map=libfastalloc.so") != NULL &&
-                   strstr(r.out, "libfastalloc-secure") == NULL,
-               "fastalloc-run with FASTALLOC_SECURE %s did not give the default library:\n%s",
-               plain[i]->secure != NULL ? "=0" : "unset", r.out);
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        run_probe(&r, &yes[i], true);
+        CHECKF(strstr(r.out, "build=secure\n") != NULL && strstr(r.out, "map=libfastalloc-secure.so") != NULL,
+               "fastalloc-run with FASTALLOC_SECURE=%s did not give the hardened library:\n%s", yes[i].secure,
+               r.out);
         CHECKF(r.err[0] == '\0', "stderr: %s", r.err);
     }
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        run_probe(&r, &no[i], true);
+        CHECKF(strstr(r.out, "build=default\n") != NULL && strstr(r.out, "map=libfastalloc.so") != NULL &&
+                   strstr(r.out, "libfastalloc-secure") == NULL,
+               "fastalloc-run with FASTALLOC_SECURE=%s did not give the default library:\n%s",
+               no[i].secure != NULL ? no[i].secure : "(unset)", r.out);
+        CHECKF(r.err[0] == '\0', "stderr: %s", r.err);
+    }
+    /* A word the library would refuse: one line, status 2, no program. */
+    static const struct env bad = {"maybe", NULL};
+    char *argv[] = {FA_RUN, (char *)child_self(), "probe", NULL};
+    child_run(&r, set_env, (void *)&bad, argv);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 2 && r.out[0] == '\0' &&
+               strncmp(r.err, "fastalloc-run: FASTALLOC_SECURE=maybe", 37) == 0 &&
+               strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
+           "FASTALLOC_SECURE=maybe: status %#x, stdout %s, stderr %s", r.status, r.out, r.err);
+    /* No program: the usage, status 2. */
+    char *alone[] = {FA_RUN, NULL};
+    child_run(&r, set_env, (void *)&no[0], alone);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 2 && strstr(r.err, "usage: fastalloc-run") != NULL,
+           "fastalloc-run alone: status %#x, stderr %s", r.status, r.err);
     return check_done("test_secure_run run");
 }
 
