@@ -117,7 +117,24 @@ static int child_invalid(const char *how, size_t n)
         fa_free(p + 16);
     } else if (strcmp(how, "interior") == 0) {
         fa_free(p + (n / 2 & ~(size_t)15));
+    } else if (strcmp(how, "realloc16") == 0) {
+        p = fa_realloc(p + 16, n + 100);
+    } else if (strcmp(how, "usable16") == 0) {
+        printf("usable size %zu\n", fa_malloc_usable_size(p + 16));
+    } else if (strcmp(how, "thread16") == 0) { /* the span is another thread's */
+        pthread_t t;
+        pthread_create(&t, NULL, free_it, p + 16);
+        pthread_join(t, NULL);
     }
+    /* Had the free taken p + 16, the next block of n bytes would be it,
+     * over p's bytes (52: the default library did so). */
+    char *q = fa_malloc(n);
+    memset(q, 2, n);
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != 1) {
+            printf("byte %zu of the live block changed: the bad pointer was taken\n", i);
+            return 4;
+        }
     return 0;
 }
 
@@ -637,12 +654,15 @@ static int case_invalid(void)
          * block if not; no allocator can tell the latter. */
         if (n == 16)
             continue;
-        /* The default mode checks the start of large blocks only; the
-         * hardened build, of every block. */
-        if (n > LARGE || TEST_SECURE) {
-            run("invalid", "plus16", n, ABORT, "inside a block");
-            run("invalid", "interior", n, ABORT, "inside a block");
-        }
+        /* Both modes check that a pointer is a block's start, and the
+         * line names the call (52: the default library took p + 16 of a
+         * small block, and the hardened one named free() for all three). */
+        run("invalid", "plus16", n, ABORT, "free(): pointer");
+        run("invalid", "interior", n, ABORT, "inside a block");
+        run("invalid", "realloc16", n, ABORT, "realloc(): pointer");
+        if (n <= LARGE) /* a large block's says so and returns 0 */
+            run("invalid", "usable16", n, ABORT, "malloc_usable_size(): pointer");
+        run("invalid", "thread16", n, ABORT, "inside a block");
     }
     return check_done("test_security invalid");
 }

@@ -58,6 +58,21 @@
 #define FA_COUNT_ADD(c, n) ((c) += (n))
 #endif
 
+/* A word that changes once, from 0 to its final value, read where the
+ * compiler should fold the load into the instruction that uses it (which
+ * it does not do with an atomic load): a plain load, and a relaxed atomic
+ * one under ThreadSanitizer, to which it is then no race. */
+#if defined(__SANITIZE_THREAD__)
+#define FA_ONCE_WORD(w) __atomic_load_n(&(w), __ATOMIC_RELAXED)
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define FA_ONCE_WORD(w) __atomic_load_n(&(w), __ATOMIC_RELAXED)
+#endif
+#endif
+#ifndef FA_ONCE_WORD
+#define FA_ONCE_WORD(w) (w)
+#endif
+
 /* Every block of 16 bytes or more is aligned to this (max_align_t). */
 #define FA_MIN_ALIGN 16
 

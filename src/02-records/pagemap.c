@@ -6,7 +6,9 @@
 #include "01-os/os.h"
 #include "02-records/span.h"
 
-struct fa__pm_leaf *fa__pm_root[FA_PM_ROOT_LEN];
+struct fa__pm_dir fa__pm_dir __attribute__((aligned(4096)));
+_Static_assert(sizeof(struct fa__pm_dir) == sizeof(((struct fa__pm_leaf *)0)->owner),
+               "a missing leaf's owners are read inside the directory");
 
 /* The leaves mapped, for fa__pm_resident: a heap spans one or two 4 GiB
  * ranges, so the first few are all there is to count. */
@@ -16,15 +18,16 @@ static unsigned nleaves;
 
 static bool ensure_leaf(size_t root_index)
 {
-    if (fa__pm_root[root_index] != NULL)
+    if (fa__pm_dir.root[root_index] != 0)
         return true;
-    struct fa__pm_leaf *leaf = fa__os_map(sizeof(struct fa__pm_leaf), 0);
-    if (leaf == NULL)
+    char *m = fa__os_map(sizeof(struct fa__pm_leaf) + FA_PM_BIAS, 0);
+    if (m == NULL)
         return false;
-    __atomic_store_n(&fa__pm_root[root_index], leaf, __ATOMIC_RELEASE);
+    struct fa__pm_leaf *leaf = (struct fa__pm_leaf *)(m + FA_PM_BIAS);
+    __atomic_store_n(&fa__pm_dir.root[root_index], (uintptr_t)leaf - (uintptr_t)&fa__pm_dir, __ATOMIC_RELEASE);
     unsigned n = __atomic_load_n(&nleaves, __ATOMIC_RELAXED);
     if (n < LEAVES_LISTED) {
-        __atomic_store_n(&leaves[n], leaf, __ATOMIC_RELAXED);
+        __atomic_store_n(&leaves[n], (struct fa__pm_leaf *)m, __ATOMIC_RELAXED); /* mincore's page */
         __atomic_store_n(&nleaves, n + 1, __ATOMIC_RELEASE);
     }
     return true;
@@ -35,7 +38,7 @@ size_t fa__pm_resident(void)
     size_t bytes = 0;
     unsigned n = __atomic_load_n(&nleaves, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++)
-        bytes += fa__os_resident(__atomic_load_n(&leaves[i], __ATOMIC_RELAXED), sizeof(struct fa__pm_leaf));
+        bytes += fa__os_resident(__atomic_load_n(&leaves[i], __ATOMIC_RELAXED), sizeof(struct fa__pm_leaf) + FA_PM_BIAS);
     return bytes;
 }
 
@@ -51,7 +54,7 @@ bool fa__pm_reserve(uintptr_t start, size_t npages)
 
 void fa__pm_set_one(uintptr_t a, struct fa__span *span, unsigned cls)
 {
-    struct fa__pm_leaf *leaf = fa__pm_root[(a >> 32) & (FA_PM_ROOT_LEN - 1)];
+    struct fa__pm_leaf *leaf = fa__pm_leaf_of(a);
     size_t i = fa__pm_index(a);
     __atomic_store_n(&leaf->span[i], span, __ATOMIC_RELAXED);
     __atomic_store_n(&leaf->cls[i], (uint8_t)cls, __ATOMIC_RELAXED);
@@ -69,7 +72,7 @@ void fa__pm_set_owner(uintptr_t start, size_t npages, const void *owner)
     /* Spans change hands often: one leaf lookup per leaf, not per page. */
     uintptr_t a = start, end = start + npages * FA_PAGE_SIZE;
     while (a < end) {
-        struct fa__pm_leaf *leaf = fa__pm_root[(a >> 32) & (FA_PM_ROOT_LEN - 1)];
+        struct fa__pm_leaf *leaf = fa__pm_leaf_of(a);
         uintptr_t leaf_end = (a | (((uintptr_t)1 << 32) - 1)) + 1;
         size_t i = fa__pm_index(a), n = ((leaf_end < end ? leaf_end : end) - a) >> FA_PAGE_SHIFT;
         for (size_t k = 0; k < n; k++)

@@ -31,7 +31,34 @@ struct fa__pm_leaf {
     uint8_t cls[FA_PM_LEAF_LEN];
 };
 
-extern struct fa__pm_leaf *fa__pm_root[FA_PM_ROOT_LEN] FA_HIDDEN;
+/* The root: for each 4 GiB of address space, where its leaf lies, as an
+ * offset from the root; 0 for none.  The free path adds the entry to the
+ * root's address and reads the owner, with no test for a missing leaf: a
+ * missing one reads the root itself as if it were a leaf
+ * (fa__pm_leaf_any), whose owners are then zero or root entries.  Every
+ * leaf starts FA_PM_BIAS bytes into its mapping, so that these are
+ * FA_PM_BIAS modulo 16, where every thread cache is 16-byte aligned: no
+ * thread owns such a page, and its free leaves for the slow path.  The
+ * root is followed by enough words for all of a leaf's owners, so that
+ * every such read stays inside it, in zero pages never written. */
+#define FA_PM_BIAS ((uintptr_t)sizeof(uintptr_t))
+struct fa__pm_dir {
+    uintptr_t root[FA_PM_ROOT_LEN];
+    char rest[(FA_PM_LEAF_LEN - FA_PM_ROOT_LEN) * sizeof(void *)];
+};
+extern struct fa__pm_dir fa__pm_dir FA_HIDDEN;
+
+/* The leaf for a, or the root seen as one when a has none: only its
+ * owners may be read then (above).  The free fast path's: an entry is set
+ * once, never changed, and the leaf's words are read through it (an
+ * address dependency, which orders them after it on every processor that
+ * this runs on), so the entry is read as a plain word, which the compiler
+ * adds from memory, an instruction less than a load and an add. */
+FA_INLINE struct fa__pm_leaf *fa__pm_leaf_any(uintptr_t a)
+{
+    uintptr_t base = (uintptr_t)&fa__pm_dir;
+    return (struct fa__pm_leaf *)(base + FA_ONCE_WORD(fa__pm_dir.root[(a >> 32) & (FA_PM_ROOT_LEN - 1)]));
+}
 
 /* A large span of more pages than this has its first and last page mapped
  * and a slot in the table of huge spans, not an entry for every page: the
@@ -46,9 +73,11 @@ extern struct fa__pm_leaf *fa__pm_root[FA_PM_ROOT_LEN] FA_HIDDEN;
 extern struct fa__span *fa__pm_huge[FA_PM_HUGE_SLOTS] FA_HIDDEN;
 extern unsigned fa__pm_nhuge FA_HIDDEN; /* slots below this may be in use */
 
+/* The leaf for a, NULL when it has none. */
 FA_INLINE struct fa__pm_leaf *fa__pm_leaf_of(uintptr_t a)
 {
-    return __atomic_load_n(&fa__pm_root[(a >> 32) & (FA_PM_ROOT_LEN - 1)], __ATOMIC_ACQUIRE);
+    uintptr_t r = __atomic_load_n(&fa__pm_dir.root[(a >> 32) & (FA_PM_ROOT_LEN - 1)], __ATOMIC_ACQUIRE);
+    return r == 0 ? NULL : (struct fa__pm_leaf *)((uintptr_t)&fa__pm_dir + r);
 }
 
 FA_INLINE size_t fa__pm_index(uintptr_t a)

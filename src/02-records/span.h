@@ -119,7 +119,32 @@ struct fa__span {
             struct fa__list dlink; /* in the list of dirty free spans */
         };
     };
+    /* The record's second line (records come in pairs of lines, the
+     * second empty, 04-pageheap/spans.c): what is written once, when a
+     * span is cut for a class, and read at every free.  Small spans:
+     * 2^64 / the class's size, rounded up: an offset n into the span (below
+     * 2^32) is a block's start exactly when n * blockdiv, modulo 2^64, is
+     * below blockdiv (Lemire, Kaser and Kurz, "Faster remainder by direct
+     * computation", 2019): the default build's test of every free, a
+     * multiply and a compare where the quotient would be two multiplies.
+     * blocklim holds the same value: read from a field of its own, the
+     * compare takes it from memory, where one field would be loaded into a
+     * register first, an instruction more on the free path. */
+    uint64_t blockdiv __attribute__((aligned(64)));
+    uint64_t blocklim;
 };
+
+/* Whether the offset off into the small span s is a block's start. */
+FA_INLINE bool fa__span_at_block(const struct fa__span *s, uint64_t off)
+{
+    return off * s->blockdiv < s->blocklim;
+}
+
+/* The blockdiv of blocks of size bytes (above). */
+FA_INLINE uint64_t fa__span_blockdiv(size_t size)
+{
+    return UINT64_MAX / size + 1;
+}
 
 /* The span whose link (or dlink) is the node n. */
 FA_INLINE struct fa__span *fa__span_of(struct fa__list *n)

@@ -89,10 +89,12 @@ static void mark_used(struct fa__span *s, unsigned state, unsigned cls)
     s->link.next = s->link.prev = NULL;
     s->dirty = 0;
     s->ndirty = 0;
-    if (state == FA_SPAN_LARGE)
+    if (state == FA_SPAN_LARGE) {
         fa__pm_set_large(s, s->start, s->npages);
-    else
+    } else {
+        s->blockdiv = s->blocklim = fa__span_blockdiv(fa__classes[cls].size);
         fa__pm_set(s->start, s->npages, s, cls);
+    }
     if (state == FA_SPAN_LARGE) {
         fa__ph.st.large_bytes += s->npages * FA_PAGE_SIZE;
     } else {
@@ -298,6 +300,7 @@ void fa__ph_reclass(struct fa__span *s, unsigned cls)
     fa__ph.st.spans[cls]++;
     fa__unlock(&fa__ph_lock);
     s->cls = (uint8_t)cls;
+    s->blockdiv = s->blocklim = fa__span_blockdiv(fa__classes[cls].size);
     /* The old class's free blocks left their links and marks at offsets
      * that fall inside the new class's blocks: no longer all zero, so a
      * cut with `secure_zero` zeroes its blocks again (span.c). */

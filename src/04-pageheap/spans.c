@@ -179,4 +179,5 @@ void fa__ph_get_stats(struct fa__ph_stats *st)
     fa__memcpy(st, &fa__ph.st, sizeof *st); /* no struct copy: a call of memcpy, bounds.c's in the hardened library */
     fa__unlock(&fa__ph_lock);
 }
-_Static_assert(sizeof(struct fa__span) == 64, "a span record is one cache line");
+_Static_assert(offsetof(struct fa__span, blockdiv) == 64 && sizeof(struct fa__span) == 2 * FA_CACHELINE,
+               "a span record's state is one cache line, what is read-only a second one, the pair allocated");

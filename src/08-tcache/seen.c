@@ -6,6 +6,8 @@
 #include "00-base/diag.h"
 #include "02-records/pagemap.h"
 
+#include <string.h>
+
 /* Whether p is on the list from head, which holds at most bound blocks: a
  * longer one has been corrupted, most likely by a double free that got past
  * these checks (one whose first free sat in another thread's outbox). */
@@ -56,12 +58,14 @@ void fa__tc_double_free(const void *p, const struct fa__span *s)
     fa__fatal("fastalloc: free(): double free of %p (a block of %u bytes)", p, fa__classes[s->cls].size);
 }
 
-void fa__tc_free_bad(const void *p, const struct fa__span *s)
+void fa__tc_bad_block(const void *p, const struct fa__span *s, const char *who)
 {
     uintptr_t off = (uintptr_t)p - s->start;
+    if ((uintptr_t)p % FA_MIN_ALIGN != 0)
+        fa__fatal("fastalloc: %s(): invalid pointer %p (not 16-byte aligned, so no block's start)", who, p);
     if (off % fa__classes[s->cls].size != 0)
-        fa__fatal("fastalloc: free(): pointer %p is inside a block, not at its start", p);
-    if (fa__fl_marked(p, s))
+        fa__fatal("fastalloc: %s(): pointer %p is inside a block, not at its start", who, p);
+    if (strcmp(who, "free") == 0 && fa__fl_marked(p, s))
         fa__tc_double_free(p, s);
-    fa__fatal("fastalloc: free(): invalid pointer %p (a block never handed out)", p);
+    fa__fatal("fastalloc: %s(): invalid pointer %p (a block never handed out)", who, p);
 }

@@ -349,9 +349,11 @@ void fa__tc_free_slow(void *p)
         return;
     }
     struct fa__span *s = fa__pm_span(a);
-#if FA_SECURE
+    /* Another thread's span, or nobody's: what the fast path tests of its
+     * own (12-api/fastpath.h), in full. */
     if (FA_UNLIKELY(!fa__span_block_start(s, a)))
         fa__tc_free_bad(p, s);
+#if FA_SECURE
     fa__tail_check_free(p, fa__classes[s->cls].size, a - s->start, fa__tls_cache);
 #endif
     if (FA_UNLIKELY(fa__fl_marked(p, s)) && fa__tc_seen_free(fa__tc_current(), s, p))

@@ -186,9 +186,11 @@ void fa__tc_free_slow(void *p) FA_HIDDEN;
 /* Give the blocks of tc's heads[cls] from the n-th on (n = 0: all) back to
  * their spans, never handed out: the heap profile's cut (09-diag/profile.c). */
 void fa__tc_heads_cut(struct fa__tcache *tc, unsigned cls, size_t n) FA_HIDDEN;
-/* Stop the program: p, in the small span s, is not a block handed out
- * (fa__span_block_start said so). */
-_Noreturn FA_COLD void fa__tc_free_bad(const void *p, const struct fa__span *s) FA_HIDDEN;
+/* Stop the program with one line that names the call who ("free",
+ * "realloc", "malloc_usable_size"): p, in the small span s, is not a block
+ * handed out (fa__span_block_start said so). */
+_Noreturn FA_COLD void fa__tc_bad_block(const void *p, const struct fa__span *s, const char *who) FA_HIDDEN;
+#define fa__tc_free_bad(p, s) fa__tc_bad_block((p), (s), "free")
 /* p, a block of a span the calling thread owns, carries its free mark
  * (02-records/freelist.h): stop the program if p is on a free list, else free it
  * as the fast path would. */

@@ -14,14 +14,15 @@
 
 /* The bytes the program may use of the small block p of class cls: what
  * it asked for, in the hardened build with tails (02-records/tail.h), where
- * the bytes past it are the canary's. */
-static size_t held(void *p, unsigned cls)
+ * the bytes past it are the canary's.  A p that is no block's start stops
+ * the program, the line naming the call who. */
+static size_t held(void *p, unsigned cls, const char *who)
 {
     size_t size = fa__classes[cls].size;
-#if FA_SECURE
     struct fa__span *s = fa__pm_span((uintptr_t)p);
     if (FA_UNLIKELY(!fa__span_block_start(s, (uintptr_t)p)))
-        fa__tc_free_bad(p, s);
+        fa__tc_bad_block(p, s, who);
+#if FA_SECURE
     size_t n = fa__tail_get(p, size);
     if (FA_UNLIKELY(n == SIZE_MAX)) {
         fa__tail_corrupt(p, size, false);
@@ -64,7 +65,7 @@ size_t fa_malloc_usable_size(void *p)
         return fa__dbg_usable(p);
     unsigned cls = fa__pm_class((uintptr_t)p);
     if (FA_LIKELY(cls != 0))
-        return held(p, cls);
+        return held(p, cls, "malloc_usable_size");
     return fa__large_usable(p);
 }
 
@@ -110,7 +111,7 @@ void *fa_realloc(void *p, size_t size)
         /* Stay in place only within the same class: a shrink into a smaller
          * class moves, so that a block shrunk for good gives back the memory
          * it no longer needs. */
-        size_t old = held(p, cls);
+        size_t old = held(p, cls, "realloc");
         /* Blocks too small for a tail (the hardened build's 16 bytes) hold
          * whatever fits, as malloc_usable_size says. */
         bool untailed = FA_SECURE && fa__classes[cls].size < FA_TAIL_MIN && size <= fa__classes[cls].size;

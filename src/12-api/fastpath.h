@@ -106,8 +106,9 @@ FA_INLINE void *fa__do_malloc(size_t size)
  * hardened build checks every sized delete in full before, cxx.c). */
 FA_INLINE void fa__free_body(void *p, bool zeroed, bool tails, bool check, bool sized, size_t size)
 {
-    const bool rare = zeroed || tails;
     uintptr_t a = (uintptr_t)p;
+#if FA_SECURE
+    const bool rare = zeroed || tails;
     if (FA_UNLIKELY(a & FA_FREE_MASK(rare))) { /* or an option of the hardened build */
         /* Straight to zeroed.c's copy, not through slow.c: slow.c lies
          * below zeroed.c, whose paths leave into it. */
@@ -117,11 +118,10 @@ FA_INLINE void fa__free_body(void *p, bool zeroed, bool tails, bool check, bool 
             fa__api_free_misaligned(p);
         return;
     }
-    struct fa__pm_leaf *leaf = fa__pm_leaf_of(a);
-    if (FA_UNLIKELY(leaf == NULL)) {
-        fa__api_free_unmapped(p);
-        return;
-    }
+#endif
+    /* A pointer with no leaf (NULL, a foreign one) finds no owner there
+     * (02-records/pagemap.h) and leaves below, with no test of its own. */
+    struct fa__pm_leaf *leaf = fa__pm_leaf_any(a);
     size_t i = fa__pm_index(a);
     const void *owner = __atomic_load_n(&leaf->owner[i], __ATOMIC_RELAXED);
     if (FA_UNLIKELY(owner != fa__tls_cache)) {
@@ -147,6 +147,16 @@ FA_INLINE void fa__free_body(void *p, bool zeroed, bool tails, bool check, bool 
     }
     if (tails && check && FA_UNLIKELY(!fa__tail_fast_ok(p, fa__classes[s->cls].size, &s->start))) {
         fa__api_free_tails(p);
+        return;
+    }
+#else
+    /* p must be a block's start: free(p + 16) of a live block would put
+     * p + 16 on the list, and hand it out over p's bytes.  The test
+     * (02-records/span.h, blockdiv) also finds a pointer that is not
+     * 16-byte aligned, which the default build therefore does not test
+     * before: blocks are of whole 16 bytes, from a page's start. */
+    if (FA_UNLIKELY(!fa__span_at_block(s, a - s->start))) {
+        fa__api_free_bad(p);
         return;
     }
 #endif

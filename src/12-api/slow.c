@@ -118,16 +118,27 @@ void *fa__api_alloc_large(size_t size, size_t align, bool zero)
     return p;
 }
 
-void fa__api_free_unmapped(void *p)
+/* The default build's fast path tests no alignment (fastpath.h): what
+ * leaves it unaligned is stopped here with the line the hardened build's
+ * gives. */
+static bool free_misaligned(void *p)
 {
-    if (FA_UNLIKELY(fa__diag_every()))
-        fa__dbg_free(p);
-    else
-        fa__tc_free_slow(p); /* NULL, or no block: the large-block check stops a bad one */
+    if (FA_SECURE || FA_LIKELY((uintptr_t)p % FA_MIN_ALIGN == 0))
+        return false;
+    fa__api_free_misaligned(p);
+    return true;
+}
+
+void fa__api_free_bad(void *p)
+{
+    fa__api_free_misaligned(p);
+    fa__tc_free_bad(p, fa__pm_span((uintptr_t)p));
 }
 
 void fa__api_free_misaligned(void *p)
 {
+    if ((uintptr_t)p % FA_MIN_ALIGN == 0)
+        return;
     if (FA_UNLIKELY(fa__diag_every()))
         fa__dbg_free(p);
     else
@@ -142,6 +153,8 @@ void fa__api_free_marked(void *p)
 
 void fa__api_free_slow(void *p)
 {
+    if (free_misaligned(p))
+        return;
     int diag = fa__diag_on();
     if (FA_UNLIKELY(diag)) {
         if (diag & FA_DIAG_EVERY) {

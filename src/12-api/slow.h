@@ -12,15 +12,20 @@
  * their stack frame. */
 FA_NOINLINE void *fa__api_alloc_slow(size_t size, unsigned cls) FA_HIDDEN;
 FA_NOINLINE void *fa__api_alloc_large(size_t size, size_t align, bool zero) FA_HIDDEN;
-/* Free's: a pointer in no page-map leaf (NULL, a foreign pointer), and a
- * block the thread does not own (a large block among them).  A diagnostic
- * mode takes both. */
-FA_NOINLINE void fa__api_free_unmapped(void *p) FA_HIDDEN;
+/* Free's: a block the thread does not own (a large block among them, and
+ * a pointer in no page-map leaf: NULL, a foreign one).  A diagnostic mode
+ * takes it. */
 FA_NOINLINE void fa__api_free_slow(void *p) FA_HIDDEN;
 /* A pointer that is not 16-byte aligned (no block's start), and a block of
  * the thread's own span that already carries the free mark: a second free,
  * unless the slow path finds the block on no free list (02-records/freelist.h). */
 FA_NOINLINE void fa__api_free_misaligned(void *p) FA_HIDDEN;
+/* The default build: p, in a span the thread owns, is not a block's start
+ * (misaligned, or inside a block): the program stops.  Not declared
+ * _Noreturn: a call that returns not is made with a call instruction, for
+ * which clang aligns the stack on the fast path (a push and a pop); this
+ * one is a jump. */
+FA_NOINLINE void fa__api_free_bad(void *p) FA_HIDDEN;
 FA_NOINLINE void fa__api_free_marked(void *p) FA_HIDDEN;
 /* malloc and free in the hardened build with `secure_zero` or
  * `secure_tails` (zeroed.c): the fast paths with the zeroing and its
