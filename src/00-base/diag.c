@@ -1,4 +1,5 @@
 #include "00-base/diag.h"
+#include "00-base/seam.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -36,3 +37,6 @@ void fa__fatal(const char *fmt, ...)
     va_end(ap);
     abort();
 }
+
+/* 00-base/seam.h: set only by tests. */
+void (*fa__seam_hook)(enum fa__seam where, void *what);

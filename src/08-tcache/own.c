@@ -3,6 +3,7 @@
  * class, which heads[] is filled from.  A span changes hands only by the
  * protocol of 02-records/span.h. */
 #include "08-tcache/internal.h"
+#include "00-base/seam.h"
 #include "02-records/pagemap.h"
 #include "04-pageheap/pageheap.h"
 #include "05-central/central.h"
@@ -119,8 +120,13 @@ void fa__tc_disown(struct fa__tcache *tc, struct fa__span *s)
         fa__central_retire(s);
         return;
     }
-    if (s->freelist == NULL && s->carved == fa__classes[s->cls].objs && fa__span_detach(s, tc))
-        return;
+    if (s->freelist == NULL && s->carved == fa__classes[s->cls].objs) {
+        fa__seam(FA_SEAM_SPAN_DETACH, s);
+        if (fa__span_detach(s, tc))
+            return;
+    }
+    /* Not full, or another thread's free came before the detach: the
+     * central cache takes it, and the free's block with it. */
     fa__central_put(s);
 }
 
@@ -320,6 +326,7 @@ bool fa__tc_detach(struct fa__tcache *tc, struct fa__span *s)
      * at once, linked through the same fields. */
     own_unlink(tc, s);
     fa__pm_set_owner(s->start, s->npages, NULL);
+    fa__seam(FA_SEAM_SPAN_DETACH, s);
     if (fa__span_detach(s, tc))
         return true;
     fa__tc_own(tc, s);

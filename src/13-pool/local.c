@@ -8,6 +8,7 @@
  * local pool. */
 #include "13-pool/pool.h"
 #include "00-base/mem.h"
+#include "00-base/seam.h"
 #include "01-os/clock.h"
 #include "01-os/exit.h"
 #include "01-os/os.h"
@@ -73,6 +74,7 @@ void fa__pool_place(fa_pool *pool, struct lpool *lp, struct block *b)
             return;
         }
         b->where = W_NONE;
+        fa__seam(FA_SEAM_POOL_DETACH, b);
         __atomic_store_n(&b->owner, DETACHED(lp), __ATOMIC_SEQ_CST);
         /* A put that read us as the owner may have set its bit since the
          * collect: take the block back for it.  (One that sets its bit
@@ -82,7 +84,9 @@ void fa__pool_place(fa_pool *pool, struct lpool *lp, struct block *b)
             __atomic_compare_exchange_n(&b->owner, &was, lp, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
             fa__pool_block_collect(pool, b);
             fa__pool_place(pool, lp, b);
+            return;
         }
+        fa__seam(FA_SEAM_POOL_DETACHED, b);
     }
 }
 
