@@ -8,10 +8,13 @@ round (A B C D A B C D ...).  Prints one progress line per run to stderr, the
 result tables to stdout, and writes <out>/report.md, <out>/results.json and
 SVG plots (gnuplot) beside them.
 
-Exit status: 0 when every run passed; 1 when any run failed (a validation
-error, a crash, a timeout, a preload that did not take); 2 on a usage or setup
-error.  `make bench QUICK=1` (CI) relies on that.  Performance targets that
-are missed (fa_pool's ratios, its RSS bounds) are reported, not failures.
+Exit status: 0 when every run and every check passed; 1 when any run failed
+(a validation error, a crash, a timeout, a preload that did not take) or any
+check printed a FAIL line (a target missed: fa_pool's ratios, its RSS
+bounds, the hardened build's cost; a workload left out of a geometric mean
+because a run of it failed); 2 on a usage or setup error.  A smoke run
+(--quick) gives the targets no verdict, and says so: its ratios mean nothing.
+`make bench QUICK=1` (CI) relies on that.
 
     python3 bench/run.py [--build build] [--quick] [--only PATTERN[,..]]
                          [--allocators NAME[,..]] [--lib NAME=PATH] ...
@@ -129,8 +132,8 @@ def main(argv=None) -> int:
         return 130
     meta["elapsed_s"] = suite.elapsed_s
     meta["load_end"] = loadavg()
-    report_results(plan, skipped, suite, meta, out_dir, programs.why_no_callgrind)
-    return 1 if suite.failures else 0
+    failed_checks = report_results(plan, skipped, suite, meta, out_dir, programs.why_no_callgrind)
+    return 1 if suite.failures or failed_checks else 0
 
 
 if __name__ == "__main__":

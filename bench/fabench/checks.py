@@ -1,22 +1,52 @@
 """fastalloc's own checks after the tables: fa_pool's targets on
-objpool-shuffle, the objpool-rss bounds, and the summary lines (geometric
-means, where fastalloc is not the best).  A missed target is reported with a
-FAIL mark, not a failure of the run."""
+objpool-shuffle, the objpool-rss bounds, the hardened build's cost, and the
+summary lines (geometric means, where fastalloc is not the best).
+
+Every line that carries a FAIL mark is a failed check, and fails the run
+(add_checks returns them; run.py exits 1): a missed target, a bound not
+met, a value not read, and a workload left out of a geometric mean because
+a run of it failed under some allocator (a crash is a failure, not a gap in
+the mean).  A smoke run (--quick) gives no verdict on the targets and bounds:
+its counts are tiny and its rounds few, so its ratios say nothing; it says so
+in a line of its own."""
 
 from __future__ import annotations
+
+import re
 
 from .allocators import PROFILE, SECURE, SECURE_SHUFFLE, SECURE_TAILS, VARIANTS
 from .stats import fmt_num, fmt_ratio, fmt_rss, geomean
 from .tables import Table
 from .workloads import SHUFFLE_THREADS, Workload
 
-# Targets the issue sets for fa_pool (reported, not enforced).
+# Targets the issues set for fa_pool (a full run fails on a missed one).
 POOL_TARGET_VS_GLIBC = 0.5
 POOL_TARGET_VS_BEST = 0.7
 POOL_TARGET_VS_OWN = 0.85    # fastalloc's own malloc (#25)
 POOL_RSS_SLACK = 0.03        # live RSS <= (objects + pointer arrays) * 1.03
 POOL_RSS_FLAT = 0.01         # second round: at most 1% above the first
 POOL_RSS_TRIM = 0.10         # after fa_pool_trim: under 10% of the peak
+
+
+# The mark of a failed check in a line; any line that has it fails a run.
+FAIL_MARK = re.compile(r"\bFAIL\b")
+
+# What a smoke run says in place of the verdicts.
+NO_VERDICTS = ("no verdicts on the targets (fa_pool's times and RSS bounds, the hardened build's "
+               "cost): a smoke run's tiny counts and one or two rounds cannot hold a ratio; "
+               "a full run checks them")
+
+
+def failed_runs(rows: list[dict]) -> list[str]:
+    """'row k/n' for each of rows with a failed run."""
+    return [f"{r['name']} {r['failed']}/{r['runs']}" for r in rows if r["failed"]]
+
+
+def timed_workloads(workloads: list[Workload]) -> list[Workload]:
+    """The workloads the geometric means run over: malloc, timed (no
+    fastalloc API of its own, no instruction count, no run without a
+    preload)."""
+    return [w for w in workloads if w.kind == "alloc" and not w.label]
 
 
 def rss_value(out: dict, key: str) -> float | None:
@@ -29,15 +59,16 @@ def rss_value(out: dict, key: str) -> float | None:
     return float(v)
 
 
-def rss_checks(rows_by: dict) -> tuple[list[str], list[str]]:
-    """objpool-rss: growth of every allocator; fa_pool's three bounds.
-    Returns (lines for the report and terminal, short summary lines)."""
+def rss_checks(rows_by: dict, quick: bool = False) -> tuple[list[str], list[str]]:
+    """objpool-rss: growth of every allocator; fa_pool's three bounds (not
+    in a smoke run).  Returns (lines for the report and terminal, short
+    summary lines)."""
     lines, summary = [], []
     for wname in ("objpool-rss", "objpool-rss-pool"):
         for r in rows_by.get(wname, []):
             out = r.get("median_output")
             if r["failed"] or not out:
-                if wname == "objpool-rss-pool":  # no run to check: the bounds are not met
+                if wname == "objpool-rss-pool" and not quick:  # no run to check: the bounds are not met
                     fail = f"fa_pool RSS bounds: not checked, {r['failed']} of {r['runs']} runs failed: FAIL"
                     lines.append(fail)
                     summary.append(fail)
@@ -56,7 +87,7 @@ def rss_checks(rows_by: dict) -> tuple[list[str], list[str]]:
                              f"freed {fmt_rss(out.get('freed2_kib'))}, threads exited {fmt_rss(out.get('exit_kib'))}"
                              + (f", after fa_pool_trim {fmt_rss(out.get('trim_kib'))}" if wname == "objpool-rss-pool" else "")
                              + (f"; not read: {', '.join(unread)}: FAIL" if unread else ""))
-            if wname == "objpool-rss-pool":
+            if wname == "objpool-rss-pool" and not quick:
                 checks = pool_rss_bounds(out)
                 lines += checks
                 summary += checks
@@ -97,37 +128,61 @@ def pool_rss_bounds(out: dict) -> list[str]:
     ]
 
 
+def target_mark(ratio: float | None, target: float, reference_ran: bool) -> str:
+    """PASS or FAIL against target; "not run" where the reference allocator
+    was not part of the run (--allocators), so that there is nothing to hold
+    the ratio to.  A reference that ran and failed leaves no ratio: FAIL."""
+    if not reference_ran:
+        return "not run"
+    return "PASS" if ratio is not None and ratio <= target else "FAIL"
+
+
 def pool_targets(rows_by: dict) -> tuple[list[list[str]], list[str]]:
-    """fa_pool against glibc and the best malloc peer, per thread count."""
+    """fa_pool against glibc, the best malloc peer and fastalloc's own
+    malloc, per thread count.  A failed run of fa_pool or of any malloc row
+    it is held to fails all three targets."""
     body, summary = [], []
     for t in SHUFFLE_THREADS:
         r = next(iter(rows_by.get(f"objpool-shuffle-pool-{t}t", [])), None)
-        if r is None or r["median"] is None:
+        if r is None:
             continue
+        # The malloc rows fa_pool is held to: glibc, the peers, fastalloc's
+        # own (the hardened build and the profile are none of them).
+        malloc_rows = [m for m in rows_by.get(f"objpool-shuffle-{t}t", []) if m["allocator"] not in VARIANTS]
+        broken = failed_runs([r] + malloc_rows)
+        ran = {m["allocator"] for m in malloc_rows}
         g, b = r["vs_glibc"], r["vs_best"]
-        own = next((m["median"] for m in rows_by.get(f"objpool-shuffle-{t}t", [])
-                    if m["allocator"] == "fastalloc"), None)
-        o = r["median"] / own if own else None
-        ok_g = g is not None and g <= POOL_TARGET_VS_GLIBC
-        ok_b = b is not None and b <= POOL_TARGET_VS_BEST
-        ok_o = o is not None and o <= POOL_TARGET_VS_OWN
-        body.append([f"{t}", fmt_num(r["median"]), fmt_ratio(g), "PASS" if ok_g else "FAIL",
-                     f"{fmt_ratio(b)} ({r['best']})", "PASS" if ok_b else "FAIL",
-                     fmt_ratio(o), "PASS" if ok_o else "FAIL"])
-        summary.append(f"fa_pool objpool-shuffle {t}t: {fmt_ratio(g)} of glibc "
-                       f"({'PASS' if ok_g else 'FAIL'} <= {POOL_TARGET_VS_GLIBC:.2f}x), {fmt_ratio(b)} of "
-                       f"the best malloc ({r['best']}; {'PASS' if ok_b else 'FAIL'} <= "
-                       f"{POOL_TARGET_VS_BEST:.2f}x), {fmt_ratio(o)} of fastalloc's malloc "
-                       f"({'PASS' if ok_o else 'FAIL'} <= {POOL_TARGET_VS_OWN:.2f}x)")
+        own = next((m["median"] for m in malloc_rows if m["allocator"] == "fastalloc"), None)
+        o = r["median"] / own if own and r["median"] else None
+        peers = any(a != "fastalloc" for a in ran)
+        if broken:
+            mg = mb = mo = "FAIL"
+        else:
+            mg = target_mark(g, POOL_TARGET_VS_GLIBC, "glibc" in ran)
+            mb = target_mark(b, POOL_TARGET_VS_BEST, peers)
+            mo = target_mark(o, POOL_TARGET_VS_OWN, "fastalloc" in ran)
+        body.append([f"{t}", fmt_num(r["median"]), fmt_ratio(g), mg,
+                     f"{fmt_ratio(b)} ({r['best']})", mb, fmt_ratio(o), mo])
+        summary.append(f"fa_pool objpool-shuffle {t}t: " + (
+            f"failed runs ({', '.join(broken)}), no ratio to hold to the targets: FAIL" if broken else
+            f"{fmt_ratio(g)} of glibc ({mg} <= {POOL_TARGET_VS_GLIBC:.2f}x), {fmt_ratio(b)} of "
+            f"the best malloc ({r['best']}; {mb} <= {POOL_TARGET_VS_BEST:.2f}x), {fmt_ratio(o)} of "
+            f"fastalloc's malloc ({mo} <= {POOL_TARGET_VS_OWN:.2f}x)"))
     return body, summary
 
 
 def summary_lines(workloads: list[Workload], rows_by: dict) -> list[str]:
-    fa = [r for w in workloads if w.kind == "alloc" and not w.label
-          for r in rows_by.get(w.name, []) if r["allocator"] == "fastalloc"]
+    """fastalloc's geometric means over the timed workloads, and where it is
+    not the best.  A workload with a failed run under any allocator is left
+    out of them, and named, with a FAIL mark."""
+    timed = timed_workloads(workloads)
+    fa = [r for w in timed for r in rows_by.get(w.name, []) if r["allocator"] == "fastalloc"]
     lines = []
     if not fa:
         return lines
+    broken = {w.name: failed_runs(rows_by.get(w.name, [])) for w in timed}
+    broken = {name: rows for name, rows in broken.items() if rows}
+    fa = [r for r in fa if r["workload"] not in broken]
     g = geomean([r["vs_glibc"] for r in fa])
     b = geomean([r["vs_best"] for r in fa])
     n = sum(1 for r in fa if r["median"] is not None)
@@ -139,6 +194,10 @@ def summary_lines(workloads: list[Workload], rows_by: dict) -> list[str]:
               for r in fa if r["vs_best"] is not None and r["vs_best"] > 1.0]
     if behind:
         lines.append(f"fastalloc is not the best in {len(behind)} of {n}: " + "; ".join(behind))
+    if broken:
+        lines.append(f"left out of the geometric means, {len(broken)} workload"
+                     f"{'s' if len(broken) > 1 else ''} with failed runs: "
+                     + "; ".join(f"{name} ({', '.join(rows)})" for name, rows in broken.items()) + ": FAIL")
     return lines
 
 
@@ -151,44 +210,52 @@ SECURE_ROW_MAX = 1.5
 
 def variant_ratios(workloads: list[Workload], rows_by: dict, variant: str):
     """A variant's time over the default library's, per timed workload both
-    ran: (geometric mean, [(ratio, workload)] costliest first)."""
-    ratios, worst = [], []
-    for w in workloads:
-        if w.kind != "alloc" or w.label:
-            continue
+    ran: (geometric mean, [(ratio, workload)] costliest first, [workloads
+    both ran without a ratio: a failed run, named]).  A workload only one
+    of them ran (--allocators, --only) is in none of the three."""
+    ratios, worst, lost = [], [], []
+    for w in timed_workloads(workloads):
         rows = {r["allocator"]: r for r in rows_by.get(w.name, []) if not r["name"].startswith("fa_")}
         fa, var = rows.get("fastalloc"), rows.get(variant)
-        if not fa or not var or not fa["median"] or not var["median"]:
+        if not fa or not var:
+            continue
+        if not fa["median"] or not var["median"]:
+            lost.append(f"{w.name} ({', '.join(failed_runs([fa, var])) or 'no median'})")
             continue
         ratio = fa["median"] / var["median"] if w.higher_is_better else var["median"] / fa["median"]
         ratios.append(ratio)
         worst.append((ratio, w.name))
     worst.sort(reverse=True)
-    return geomean(ratios), worst
+    return geomean(ratios), worst, lost
 
 
-def secure_lines(workloads: list[Workload], rows_by: dict) -> list[str]:
-    """The hardened build's cost against its target, and the profile's
-    cost (no target: what a profiled run pays)."""
+def variant_line(name: str, what: str, g: float | None, worst, lost: list[str], verdict: str = "") -> str:
+    """One variant against the default library: its geometric mean, the
+    verdict (if any), the costliest workloads, and those left out."""
+    head = (f"{name}{what} vs fastalloc, geometric mean over {len(worst)} workloads: {g:.3f}x"
+            if g is not None else f"{name}{what} vs fastalloc: no workload measured by both")
+    return (head + (f" ({verdict})" if verdict else "")
+            + ("; the costliest: " + ", ".join(f"{n} {r:.2f}x" for r, n in worst[:5]) if worst else "")
+            + (f"; left out, failed runs: {'; '.join(lost)}" if lost else ""))
+
+
+def secure_lines(workloads: list[Workload], rows_by: dict, quick: bool = False) -> list[str]:
+    """The hardened build's cost against its target (no verdict in a smoke
+    run), and the other variants' costs (no target: what they pay).  A
+    workload where either library failed leaves the target unmet: its cost
+    is not known."""
     lines = []
-    g, worst = variant_ratios(workloads, rows_by, SECURE)
-    if g is not None:
-        ok = g <= SECURE_TARGET and worst[0][0] <= SECURE_ROW_MAX
-        lines.append(f"{SECURE} vs fastalloc, geometric mean over {len(worst)} workloads: {g:.3f}x "
-                     f"({'PASS' if ok else 'FAIL'} <= {SECURE_TARGET:.2f}x, no workload above "
-                     f"{SECURE_ROW_MAX:.1f}x); the costliest: "
-                     + ", ".join(f"{n} {r:.2f}x" for r, n in worst[:5]))
-    for name, env in ((SECURE_TAILS, "FASTALLOC_SECURE_TAILS"), (SECURE_SHUFFLE, "FASTALLOC_SECURE_SHUFFLE")):
-        g, worst = variant_ratios(workloads, rows_by, name)
-        if g is not None:
-            lines.append(f"{name} ({env} on) vs fastalloc, geometric mean over "
-                         f"{len(worst)} workloads: {g:.3f}x; the costliest: "
-                         + ", ".join(f"{n} {r:.2f}x" for r, n in worst[:5]))
-    g, worst = variant_ratios(workloads, rows_by, PROFILE)
-    if g is not None:
-        lines.append(f"{PROFILE} (FASTALLOC_PROFILE on) vs fastalloc, geometric mean over {len(worst)} "
-                     f"workloads: {g:.3f}x; the costliest: "
-                     + ", ".join(f"{n} {r:.2f}x" for r, n in worst[:5]))
+    g, worst, lost = variant_ratios(workloads, rows_by, SECURE)
+    if worst or lost:
+        ok = g is not None and not lost and g <= SECURE_TARGET and worst[0][0] <= SECURE_ROW_MAX
+        verdict = "" if quick else (f"{'PASS' if ok else 'FAIL'} <= {SECURE_TARGET:.2f}x, no workload "
+                                    f"above {SECURE_ROW_MAX:.1f}x, none failed")
+        lines.append(variant_line(SECURE, "", g, worst, lost, verdict))
+    for name, env in ((SECURE_TAILS, "FASTALLOC_SECURE_TAILS"), (SECURE_SHUFFLE, "FASTALLOC_SECURE_SHUFFLE"),
+                      (PROFILE, "FASTALLOC_PROFILE")):
+        g, worst, lost = variant_ratios(workloads, rows_by, name)
+        if worst or lost:
+            lines.append(variant_line(name, f" ({env} on)", g, worst, lost))
     return lines
 
 
@@ -236,11 +303,14 @@ def table_geomeans(tname: str, workloads: list[Workload], rows_by: dict) -> list
 
 
 def add_checks(tables: list[Table], workloads: list[Workload], rows_by: dict,
-               memory: list[str] = ()) -> list[str]:
+               memory: list[str] = (), quick: bool = False) -> tuple[list[str], list[str]]:
     """Puts fa_pool's targets under the objpool-shuffle table, the RSS
     checks under objpool-rss, and fastalloc's geometric means under the
-    tables of GEOMEAN_TABLES.  Returns the summary lines; memory (the peak
-    RSS lines, memory.memory_lines) go right after the time ones."""
+    tables of GEOMEAN_TABLES.  Returns (the summary lines, the failed
+    checks: every line with a FAIL mark, in the summary or under a table).
+    memory (the peak RSS lines, memory.memory_lines) go right after the time
+    ones.  quick: a smoke run, which gives the targets and bounds no verdict
+    and says so."""
     summary = summary_lines(workloads, rows_by) + list(memory)
     for tname in GEOMEAN_TABLES:
         lines = table_geomeans(tname, workloads, rows_by)
@@ -248,10 +318,12 @@ def add_checks(tables: list[Table], workloads: list[Workload], rows_by: dict,
         for t in tables:
             if t.name == tname:
                 t.notes += lines
-    summary += secure_lines(workloads, rows_by)
-    pool_body, pool_summary = pool_targets(rows_by)
-    rss_lines, rss_summary = rss_checks(rows_by)
+    summary += secure_lines(workloads, rows_by, quick)
+    pool_body, pool_summary = pool_targets(rows_by) if not quick else ([], [])
+    rss_lines, rss_summary = rss_checks(rows_by, quick)
     summary += pool_summary + rss_summary
+    if quick:
+        summary.append(NO_VERDICTS)
     for t in tables:
         if t.name == "objpool-shuffle" and pool_body:
             t.notes.append("fa_pool against the targets of the issues (fa_pool's time at most "
@@ -263,4 +335,5 @@ def add_checks(tables: list[Table], workloads: list[Workload], rows_by: dict,
                                  "vs fastalloc's malloc", f"<= {POOL_TARGET_VS_OWN:.2f}x"], pool_body, (0,)))
         if t.name == "objpool-rss" and rss_lines:
             t.bullets += rss_lines
-    return summary
+    failed = [line for line in summary + rss_lines if FAIL_MARK.search(line)]
+    return summary, list(dict.fromkeys(failed))

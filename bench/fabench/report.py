@@ -51,33 +51,38 @@ def run_meta(plan: Plan) -> dict:
 
 
 def report_results(plan: Plan, skipped, suite: Suite, meta: dict, out_dir: Path,
-                   why_no_callgrind: str) -> None:
+                   why_no_callgrind: str) -> list[str]:
     """From the runs to the rows, tables, checks and plots: prints them and
-    writes report.md and results.json into out_dir."""
+    writes report.md and results.json into out_dir.  Returns the checks that
+    failed (checks.add_checks), which fail the run as a failed run does."""
     rows_by = summarize_all(plan.workloads, plan.allocs, suite.runs)
     tables = build_tables(plan.workloads, plan.allocs, suite.runs, rows_by, why_no_callgrind)
     mem = memory_rows(plan.workloads, rows_by, suite.runs)
     mem_lines = memory_lines(mem)
-    summary = add_checks(tables, plan.workloads, rows_by, mem_lines)
+    summary, failed_checks = add_checks(tables, plan.workloads, rows_by, mem_lines, plan.quick)
     plots, plot_note = make_plots(out_dir, plan.workloads, rows_by, [a.name for a in plan.allocs])
     add_plots(tables, plots)
     if any(m["fastalloc"] for m in mem):  # the last table: it sums up the peak RSS of the others
         tables.append(memory_table(mem, mem_lines))
     grouped = group_failures(suite.failures)
-    print_results(tables, summary, skipped, plot_note, suite.failures, grouped, why_no_callgrind)
+    print_results(tables, summary, skipped, plot_note, suite.failures, grouped, why_no_callgrind,
+                  failed_checks)
     report = out_dir / "report.md"
     write_report(report, meta, plan.allocs, skipped, tables, summary, grouped, plan.quick, plot_note,
-                 why_no_callgrind)
+                 why_no_callgrind, failed_checks)
     write_results_json(out_dir / "results.json", meta, plan, skipped, rows_by, suite.runs, mem)
     print(f"\nwrote {report}, {out_dir / 'results.json'}"
           f"{' and ' + str(sum(len(v) for v in plots.values())) + ' plots' if plots else ''} "
           f"({fmt_clock(meta['elapsed_s'])})", file=sys.stderr)
+    return failed_checks
 
 
 def print_results(tables: list[Table], summary: list[str], skipped, plot_note: str,
-                  failures: list, grouped: dict, why_no_callgrind: str = "") -> None:
-    """The tables, the summary, what was skipped and each distinct failure
-    with the command that reproduces it, to stdout."""
+                  failures: list, grouped: dict, why_no_callgrind: str = "",
+                  failed_checks: list[str] = ()) -> None:
+    """The tables, the summary, what was skipped, each distinct failure
+    with the command that reproduces it, and the checks that failed, to
+    stdout."""
     for t in tables:
         print(f"== {t.name}")
         if t.body:
@@ -102,6 +107,10 @@ def print_results(tables: list[Table], summary: list[str], skipped, plot_note: s
         for (wname, aname, error), (rounds_failed, cmd, _) in grouped.items():
             print(f"  {wname} / {aname}, round {','.join(map(str, rounds_failed))}: {error}\n"
                   f"    reproduce: {cmd}")
+    if failed_checks:
+        print(f"\n{len(failed_checks)} check(s) FAILED:")
+        for line in failed_checks:
+            print(f"  {line}")
 
 
 TABLE_INTRO = {
@@ -210,7 +219,7 @@ TABLE_INTRO = {
 
 
 def write_report(path: Path, meta: dict, allocs, skipped, tables: list[Table], summary, failures,
-                 quick, plot_note, why_no_callgrind: str = ""):
+                 quick, plot_note, why_no_callgrind: str = "", failed_checks: list[str] = ()):
     lines = report_head(meta, allocs, skipped, quick)
     if why_no_callgrind:
         lines += [f"**Skipped: fast-path instructions.** {why_no_callgrind}.", ""]
@@ -228,6 +237,8 @@ def write_report(path: Path, meta: dict, allocs, skipped, tables: list[Table], s
             if tail:
                 lines.append("  - stderr: `" + tail.replace("`", "'").replace("\n", " / ") + "`")
         lines.append("")
+    if failed_checks:
+        lines += ["## Failed checks", ""] + [f"- {line}" for line in failed_checks] + [""]
     path.write_text("\n".join(lines))
 
 
