@@ -5,9 +5,10 @@
  * passing for the wrong build.  FA_TEST_EXPECT_SECURE says which.
  *
  * The sign is which_build.h's: a freed block's link, encoded only in the
- * hardened build.  Debug mode keeps freed blocks its own way in both
- * builds, so a process in debug mode (the children test_debug starts) is
- * not checked:
+ * hardened build (under a trace, the link of the block that holds the
+ * block and its trace header: which_build_link_of).  Debug mode keeps
+ * freed blocks its own way in both builds, so a process in debug mode (the
+ * children test_debug starts) is not checked:
  * the test's own process, which starts them, was.  Nor is one under
  * valgrind (FA_TEST_UNDER_VALGRIND, which test_pool_memcheck sets), where
  * the library takes debug mode's paths.  A block the heap

@@ -2,15 +2,24 @@
  *
  *   all    rounds of threads that each use the thread cache (blocks freed
  *          by other threads too), an object pool (objects left in their
- *          local pools) and, with FASTALLOC_TRACE set as ctest sets it, the
- *          trace; then exit.  Every part must have run once per thread,
- *          no local pool may keep an object, no dead thread may keep a
- *          cache, and the trace must hold every call the threads made.
+ *          local pools) and, with FASTALLOC_TRACE set as `traced` sets
+ *          it, the trace; then exit.  Every part must have run once per
+ *          thread, no local pool may keep an object, and no dead thread
+ *          may keep a cache.
  *   order  one thread arms the three parts in the reverse of their order,
  *          and the last part arms the first again from inside its exit:
  *          they must run pool, trace, thread cache, then the pool again.
+ *   traced `all` in a child with FASTALLOC_TRACE set, then the trace read
+ *          back (`fastalloc-trace stat`).  Each worker's calls sit in its
+ *          buffer until its exit writes them out (09-diag/trace.c), so an
+ *          exit that runs the part but writes nothing, or loses a buffer,
+ *          shows only here: the trace must be whole (the footer the
+ *          process's exit writes, its checksum) and hold every worker's
+ *          mallocs and frees, each worker as a thread of its own, every
+ *          free a cross-thread one.
  *
- * STATIC: it reads the registry's counts and arms parts itself. */
+ * STATIC: it reads the registry's counts and arms parts itself.  SECURE:
+ * the hardened library runs the same exits. */
 #define _GNU_SOURCE
 #include "check.h"
 #include "child.h"
@@ -20,6 +29,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 enum { THREADS = 4, ROUNDS = 8, BLOCKS = 300, KEEP = 40, SIZE = 5000 + 37 };
@@ -126,10 +136,80 @@ static void order_child(void *unused)
     check_done("test_exit order");
 }
 
+/* ---- traced ---- */
+
+static void trace_env(void *path)
+{
+    setenv("FASTALLOC_TRACE", path, 1);
+}
+
+/* The number after key at the start of a line of out (stat's layout:
+ * "threads   33"), or -1 when there is no such line. */
+static long long stat_field(const char *out, const char *key)
+{
+    size_t k = strlen(key);
+    for (const char *p = out; p != NULL;) {
+        long long v;
+        if (strncmp(p, key, k) == 0 && p[k] == ' ' && sscanf(p + k, "%lld", &v) == 1)
+            return v;
+        p = strchr(p, '\n');
+        if (p != NULL)
+            p++;
+    }
+    return -1;
+}
+
+/* The allocations and frees of the row of size in stat's "commonest
+ * sizes"; false when it has no such row. */
+static bool size_counts(const char *out, unsigned long size, unsigned long *allocs, unsigned long *frees)
+{
+    const char *p = strstr(out, "commonest sizes");
+    for (p = p != NULL ? strchr(p, '\n') : NULL; p != NULL; p = strchr(p + 1, '\n')) {
+        unsigned long s;
+        if (sscanf(p + 1, "%lu %lu %lu", &s, allocs, frees) == 3 && s == size)
+            return true;
+    }
+    return false;
+}
+
+static int case_traced(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/fa_exit_trace_%d", (int)getpid());
+    unlink(path);
+    struct child_out r;
+    char *argv[] = {(char *)child_self(), "all", NULL};
+    child_run(&r, trace_env, path, argv);
+    fputs(r.out, stdout);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "test_exit all, traced: status %#x: %s", r.status,
+           r.err);
+    char *tool[] = {FA_TRACE_TOOL, "stat", path, NULL};
+    child_run(&r, NULL, NULL, tool);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "fastalloc-trace stat %s: status %#x: %s", path,
+           r.status, r.err);
+    const unsigned long blocks = THREADS * ROUNDS * BLOCKS;
+    const long long threads = THREADS * ROUNDS;
+    unsigned long allocs = 0, frees = 0;
+    CHECKF(size_counts(r.out, SIZE, &allocs, &frees) && allocs == blocks && frees == blocks,
+           "%d B: %lu allocations and %lu frees in the trace, the workers made %lu of each\n%s", SIZE, allocs, frees,
+           blocks, r.out);
+    /* Main's own calls (fa_pool_create's, stdio's) make one thread more. */
+    long long seen = stat_field(r.out, "threads");
+    CHECKF(seen == threads || seen == threads + 1, "%lld threads in the trace for %lld workers\n%s", seen, threads,
+           r.out);
+    long long cross = stat_field(r.out, "frees");
+    CHECKF(cross == (long long)blocks, "%lld cross-thread frees in the trace, the workers made %lu\n%s", cross,
+           blocks, r.out);
+    unlink(path);
+    return check_done("test_exit traced");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "all") == 0)
         return case_all();
+    if (argc == 2 && strcmp(argv[1], "traced") == 0)
+        return case_traced();
     if (argc == 2 && strcmp(argv[1], "order") == 0) {
         struct child_out r;
         child_call(&r, order_child, NULL);
@@ -137,6 +217,6 @@ int main(int argc, char **argv)
         CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "child: status %#x: %s", r.status, r.err);
         return check_done("test_exit order (in a child)");
     }
-    fprintf(stderr, "usage: test_exit all|order\n");
+    fprintf(stderr, "usage: test_exit all|order|traced\n");
     return 2;
 }
