@@ -6,21 +6,27 @@
 #   tools/fuzz-replay.sh --build TARGET BUILD      build; print the binary
 #   tools/fuzz-replay.sh --fuzz SECS TARGET BUILD [FLAG...]
 #                                                  fuzz for SECS seconds
-# TARGET is trace (tools/fastalloc-trace.c), api (tools/fuzz-api.c) or
-# api-secure (the same on the hardened sources); both api targets read
-# tests/fuzz/api/, whose inputs have one format.  Everything goes under
-# BUILD/fuzz/TARGET/: the binary, built again only when a source, the
-# compile command or this script changed (ctest and the fuzz scripts share
-# it); the fuzzing corpus; the artifacts.  The binary is clang's, with
-# libFuzzer, ASan and UBSan, whatever BUILD's own compiler and sanitizers:
-# the same test in every kind of build.
+#   tools/fuzz-replay.sh --sets                    list the api targets' sets
+# TARGET is trace (tools/fastalloc-trace.c), or one of the fa_ API's option
+# sets (tools/fuzz-api.c, the table below): api and api-secure (the
+# default and the hardened sources, with no option), api:debug,
+# api-secure:zero and the others, each the api or api-secure target run
+# with its FASTALLOC_ variables; all of them read tests/fuzz/api/, whose
+# inputs have one format.  A set's files go under BUILD/fuzz/SET/ (a colon
+# is a dash there): its fuzzing corpus, its artifacts, the files its
+# options write; a binary under BUILD/fuzz/BINARY/, built again only when a
+# source, the compile command or this script changed (ctest, the sets and
+# the fuzz scripts share it).  The binaries are clang's, with libFuzzer,
+# ASan and UBSan, whatever BUILD's own compiler and sanitizers: the same
+# test in every kind of build.
 #
 # Replay: every input of corpus/ and crashes/ once, in one process (the
 # library's state carries from one input to the next, as when fuzzing);
 # then each crash input 70 times in a row in a process of its own:
 # crash-3d9ca2b3... broke the hardened build only at its fifth run in a row
 # (a free block left poisoned by the run before), and 70 runs cross the
-# target's fa_trim of every 64th.
+# target's fa_trim of every 64th.  A set whose options write a file (the
+# trace, the profile, the statistics) must have written it.
 #
 # Exit status: 77 (a skip) when clang cannot link a libFuzzer program, 1
 # when an input fails; the failing input is named, and tests/fuzz/README.md
@@ -39,45 +45,89 @@ case ${1:-} in
     shift 2
     ;;
 esac
-[ $# -ge 2 ] || { echo "usage: $0 [--build | --fuzz SECS] trace|api|api-secure BUILD [FLAG...]" >&2; exit 2; }
+
+# The fa_ API's option sets: the set, its binary, its variables (@ is the
+# set's folder).  A binary is api or api-secure (ASan and UBSan), or
+# api-secure-noasan (UBSan alone), which the sets with secure_zero take:
+# under ASan the hardened build's secure_zero zeroes, when it cuts a span
+# all of whose blocks were freed, blocks that their frees left poisoned, and
+# ASan reports its own memset (02-records/span.c, fa__span_carve; found by
+# this fuzzer, tests/fuzz/README.md).  Back to api-secure once that is
+# fixed.
+sets() {
+    cat <<'EOF'
+api                api                -
+api:debug          api                FASTALLOC_DEBUG=1
+api:profile        api                FASTALLOC_PROFILE=@/profile
+api:trace          api                FASTALLOC_TRACE=@/trace
+api:stats          api                FASTALLOC_STATS=1
+api:stats-json     api                FASTALLOC_STATS=json:@/stats.json
+api:tcache0        api                FASTALLOC_THREAD_CACHE_BYTES=0
+api:purge0         api                FASTALLOC_PURGE_DELAY_MS=0
+api:hugepages      api                FASTALLOC_HUGEPAGES=1
+api:limit          api                FASTALLOC_LIMIT=48M
+api-secure         api-secure         -
+api-secure:zero    api-secure-noasan  FASTALLOC_SECURE_ZERO=1
+api-secure:tails   api-secure         FASTALLOC_SECURE_TAILS=1
+api-secure:shuffle api-secure         FASTALLOC_SECURE_SHUFFLE=1
+api-secure:all     api-secure-noasan  FASTALLOC_SECURE_ZERO=1 FASTALLOC_SECURE_TAILS=1 FASTALLOC_SECURE_SHUFFLE=1
+EOF
+}
+if [ "${1:-}" = --sets ]; then
+    sets | awk '{ print $1 }'
+    exit 0
+fi
+
+[ $# -ge 2 ] || { echo "usage: $0 [--build | --fuzz SECS] trace|SET BUILD [FLAG...] (SETs: $0 --sets)" >&2; exit 2; }
 target=$1
 top=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$2"
 build=$(cd "$2" && pwd)
 shift 2
 flags="$*"
-out=$build/fuzz/$target
-bin=$out/fuzz
+setdir=$(echo "$target" | tr : -)
+out=$build/fuzz/$setdir
 art=$out/artifacts/
-name=test_fuzz_replay_$(echo "$target" | tr - _)
-[ "$mode" = fuzz ] && name=fuzz-$target
+name=test_fuzz_replay_$(echo "$target" | tr ':-' '__')
+[ "$mode" = fuzz ] && name=fuzz-$setdir
+
+binary=trace
+vars=""
+if [ "$target" != trace ]; then
+    line=$(sets | awk -v t="$target" '$1 == t { $1 = ""; print substr($0, 2) }')
+    [ -n "$line" ] || { echo "$0: unknown target $target (trace, or a set: $0 --sets)" >&2; exit 2; }
+    binary=${line%% *}
+    vars=${line#* }
+    [ "$vars" = - ] && vars=""
+    vars=$(echo "$vars" | sed "s|@|$out|g")
+fi
+bdir=$build/fuzz/$binary
+bin=$bdir/fuzz
 
 # The compile command, as the positional parameters.
-case $target in
+case $binary in
 trace)
     kept=$top/tests/fuzz/trace
     set -- clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -DFA_TRACE_FUZZ \
         -I"$top/src" "$top/tools/fastalloc-trace.c" -lpthread
     ;;
-api | api-secure)
+*)
     kept=$top/tests/fuzz/api
-    set -- clang -g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-    [ "$target" = api-secure ] && set -- "$@" -DFA_SECURE=1
+    san=fuzzer,address,undefined
+    [ "$binary" = api-secure-noasan ] && san=fuzzer,undefined
+    set -- clang -g -O1 -std=gnu11 -fsanitize=$san -fno-sanitize-recover=all
+    [ "$binary" != api ] && set -- "$@" -DFA_SECURE=1
     set -- "$@" -ftls-model=initial-exec -I"$top/include" -I"$top/src"
     for f in "$top"/src/*/*.c; do
         set -- "$@" "$f"
     done
     set -- "$@" "$top/tools/fuzz-api.c" -lpthread -ldl -lgcc_s
     ;;
-*)
-    echo "$0: unknown target $target (trace, api or api-secure)" >&2
-    exit 2
-    ;;
 esac
 
 # Without clang or libFuzzer's runtime (Debian: libclang-rt-N-dev) nothing
 # here can run: for ctest a visible skip, not a failure of the library.
-mkdir -p "$out" "$art"
+mkdir -p "$out" "$art" "$bdir"
 probe=$out/probe
 if ! command -v clang >/dev/null 2>&1 ||
     ! printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n)\n{ (void)d; (void)n; return 0; }\n' |
@@ -92,15 +142,27 @@ rm -f "$probe"
 
 # Build again when the command differs or a file it may read is newer:
 # every header under src/ and include/ counts, and both targets' sources.
-if [ ! -x "$bin" ] || [ "$(cat "$out/command" 2>/dev/null)" != "$*" ] ||
-    [ -n "$(find "$top/src" "$top/include" "$top/tools/fastalloc-trace.c" "$top/tools/fuzz-api.c" \
-        "$top/tools/fuzz-replay.sh" -newer "$bin" 2>/dev/null | head -1)" ]; then
-    echo "building $bin" >&2
-    # A new name first, then a rename: an interrupted build leaves no
-    # binary that looks finished.
-    "$@" -o "$bin.new" >&2
-    mv -f "$bin.new" "$bin"
-    printf '%s' "$*" >"$out/command"
+# The sets of one binary run side by side under ctest: one builds, the
+# others wait for it (flock, where there is one).
+build_binary() {
+    if [ ! -x "$bin" ] || [ "$(cat "$bdir/command" 2>/dev/null)" != "$*" ] ||
+        [ -n "$(find "$top/src" "$top/include" "$top/tools/fastalloc-trace.c" "$top/tools/fuzz-api.c" \
+            "$top/tools/fuzz-replay.sh" -newer "$bin" 2>/dev/null | head -1)" ]; then
+        echo "building $bin" >&2
+        # A new name first, then a rename: an interrupted build leaves no
+        # binary that looks finished.
+        "$@" -o "$bin.new" >&2
+        mv -f "$bin.new" "$bin"
+        printf '%s' "$*" >"$bdir/command"
+    fi
+}
+if command -v flock >/dev/null 2>&1; then
+    exec 9>"$bdir/lock"
+    flock 9
+    build_binary "$@"
+    flock -u 9
+else
+    build_binary "$@"
 fi
 if [ "$mode" = build ]; then
     echo "$bin"
@@ -112,6 +174,7 @@ fi
 # libFuzzer's own is 77 by default, which ctest would call a skip.
 failed() {
     echo "$name: FAILED ($1)"
+    [ -n "$vars" ] && echo "$name: its options: $vars"
     find "$art" -type f -newer "$out/start" 2>/dev/null | while read -r a; do
         echo "the input that failed: $a ($(wc -c <"$a") bytes); in base64, for base64 -d:"
         [ "$(wc -c <"$a")" -gt 16384 ] || base64 "$a" | sed 's/^/  /'
@@ -126,15 +189,30 @@ failed() {
     exit 1
 }
 
+# The files the set's options name are this run's: written afresh, and
+# then there must be one.
+outputs=$(echo "$vars" | tr ' ' '\n' | sed -n "s|^FASTALLOC_[A-Z_]*=\(json:\)\{0,1\}\($out/.*\)|\2|p")
+# shellcheck disable=SC2086
+[ -z "$outputs" ] || rm -f $outputs
+written() {
+    for f in $outputs; do
+        [ -s "$f" ] || { echo "$name: FAILED: $f was not written ($vars)"; exit 1; }
+    done
+}
+
 if [ "$mode" = fuzz ]; then
     # The tree's inputs are copied: what libFuzzer adds goes to the copy.
     work=$out/corpus
     mkdir -p "$work"
     find "$kept" -type f -exec cp {} "$work/" \;
-    echo "$name: $secs s from $work ($(find "$work" -type f | wc -l) inputs), artifacts in $art"
+    echo "$name: $secs s from $work ($(find "$work" -type f | wc -l) inputs), artifacts in $art${vars:+, options $vars}"
     # shellcheck disable=SC2086
-    "$bin" -max_total_time="$secs" -print_final_stats=1 -artifact_prefix="$art" $flags "$work" ||
+    env $vars "$bin" -max_total_time="$secs" -print_final_stats=1 -artifact_prefix="$art" $flags "$work" ||
         failed "a crash, a leak or a time-out"
+    written
+    # A trace of minutes of fuzzing is large, and nobody reads it.
+    # shellcheck disable=SC2086
+    [ -z "$outputs" ] || rm -f $outputs
     exit 0
 fi
 
@@ -144,13 +222,15 @@ for d in "$kept/corpus" "$kept/crashes"; do
 done
 [ -n "$dirs" ] || { echo "$name: no inputs under $kept" >&2; exit 1; }
 # shellcheck disable=SC2086
-echo "$name: $(find $dirs -type f | wc -l) inputs once, in one process:$dirs"
+echo "$name: $(find $dirs -type f | wc -l) inputs once, in one process:$dirs${vars:+; options $vars}"
 # shellcheck disable=SC2086
-"$bin" -runs=0 -rss_limit_mb=4096 -artifact_prefix="$art" $dirs || failed "the corpus and crash inputs"
+env $vars "$bin" -runs=0 -rss_limit_mb=4096 -artifact_prefix="$art" $dirs || failed "the corpus and crash inputs"
+written
 # One process a crash input: libFuzzer keeps no artifact of an input given
 # as a file, so the file's name is what the failure shows.
 find "$kept/crashes" -type f 2>/dev/null | sort | while read -r f; do
     echo "$name: $f, 70 times in a row"
-    "$bin" -runs=70 -rss_limit_mb=4096 -artifact_prefix="$art" "$f" </dev/null || failed "$f, run again"
+    # shellcheck disable=SC2086
+    env $vars "$bin" -runs=70 -rss_limit_mb=4096 -artifact_prefix="$art" "$f" </dev/null || failed "$f, run again"
 done
 echo "$name: passed"
