@@ -32,5 +32,10 @@ FA_INLINE bool fa__diag_every(void)
 
 void fa__diag(const char *fmt, ...) FA_HIDDEN __attribute__((format(printf, 1, 2)));
 _Noreturn void fa__fatal(const char *fmt, ...) FA_HIDDEN __attribute__((format(printf, 1, 2)));
+/* The words for errno value e, in English, for a diagnostic: never
+ * strerror, which takes the C library's locale lock, a lock the program
+ * may hold when its malloc starts the allocator up (a first malloc inside
+ * setlocale, with a trace file that cannot be written, hung bash). */
+const char *fa__errno_words(int e) FA_HIDDEN;
 
 #endif

@@ -402,7 +402,7 @@ void fa__prof_poll(void)
     int err = fa__prof_dump(NULL);
     if (err != 0)
         fa__diag("fastalloc: FASTALLOC_PROFILE: cannot write the dump asked for by signal %ld: %s",
-                 fa__opt.profile_signal, strerror(err));
+                 fa__opt.profile_signal, fa__errno_words(err));
 }
 
 /* ---- start, fork, exit ---- */
@@ -425,7 +425,7 @@ bool fa__prof_init(int modes)
         sigemptyset(&sa.sa_mask);
         if (sigaction((int)fa__opt.profile_signal, &sa, NULL) != 0)
             fa__diag("fastalloc: FASTALLOC_PROFILE_SIGNAL=%ld: cannot catch it: %s", fa__opt.profile_signal,
-                     strerror(errno));
+                     fa__errno_words(errno));
     }
     __atomic_store_n(&on, true, __ATOMIC_RELEASE);
     return true;
@@ -449,5 +449,5 @@ __attribute__((destructor)) static void at_exit(void)
     path_of(path, sizeof path, 0);
     int err = fa__prof_dump(path);
     if (err != 0)
-        fa__diag("fastalloc: FASTALLOC_PROFILE: cannot write %s: %s", path, strerror(err));
+        fa__diag("fastalloc: FASTALLOC_PROFILE: cannot write %s: %s", path, fa__errno_words(err));
 }

@@ -92,7 +92,7 @@ static bool write_all(const void *p, size_t n)
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
-            fa__diag("fastalloc: FASTALLOC_TRACE: write failed (%s): the trace stops here", strerror(errno));
+            fa__diag("fastalloc: FASTALLOC_TRACE: write failed (%s): the trace stops here", fa__errno_words(errno));
             close(trace_fd);
             trace_fd = -1;
             return false;
@@ -144,7 +144,7 @@ static int open_trace(bool own_file)
     snprintf(own, sizeof own, "%s.%d", path, fa__os_pid());
     fd = open(own, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
-        fa__diag("fastalloc: FASTALLOC_TRACE: cannot write %s: %s", own, strerror(errno));
+        fa__diag("fastalloc: FASTALLOC_TRACE: cannot write %s: %s", own, fa__errno_words(errno));
     return fd;
 }
 

@@ -293,10 +293,10 @@ __attribute__((destructor)) static void stats_at_exit(void)
         snprintf(path, sizeof path, "%s", fa__opt.stats.text);
     FILE *f = fopen(path, "w");
     if (f == NULL) {
-        fa__diag("fastalloc: FASTALLOC_STATS: cannot write %s: %s", path, strerror(errno));
+        fa__diag("fastalloc: FASTALLOC_STATS: cannot write %s: %s", path, fa__errno_words(errno));
         return;
     }
     if (fa__stats_print(f, FA_STATS_JSON, &s) != 0)
-        fa__diag("fastalloc: FASTALLOC_STATS: cannot write %s: %s", path, strerror(errno));
+        fa__diag("fastalloc: FASTALLOC_STATS: cannot write %s: %s", path, fa__errno_words(errno));
     fclose(f);
 }
