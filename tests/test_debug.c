@@ -157,6 +157,22 @@ int child_good(void)
         return 17;
     if (fa_option_set("debug", 0) != EPERM)
         return 18;
+    /* Large blocks that realloc moves and keeps: the hardened library's
+     * canary after a large block's bytes was overwritten by debug mode's,
+     * which ran to the block's whole pages (#52). */
+    static const size_t from[] = {300000, 300000, 300000, 5000000}, to[] = {450000, 300000, 2000000, 300000};
+    for (int i = 0; i < 4; i++) {
+        unsigned char *l = fa_malloc(from[i]);
+        if (l == NULL)
+            return 20;
+        memset(l, i + 1, from[i]);
+        l = fa_realloc(l, to[i]);
+        size_t keep = from[i] < to[i] ? from[i] : to[i];
+        if (l == NULL || l[0] != i + 1 || l[keep - 1] != i + 1)
+            return 21;
+        memset(l, i + 2, to[i]);
+        fa_free(l);
+    }
     fa_free(q);
     fa_free(z);
     fa_free(a);

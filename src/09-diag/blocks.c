@@ -48,8 +48,11 @@ bool fa__dbg_block_of(uintptr_t p, uintptr_t *base, size_t *usable)
         return false;
     unsigned state = __atomic_load_n(&s->state, __ATOMIC_RELAXED);
     if (state == FA_SPAN_LARGE) {
+        /* The bytes the block may hold: in the hardened build its canary
+         * follows the bytes asked for, and debug mode's canary, which runs
+         * to the block's end, wrote over it (#52). */
         *base = s->start;
-        *usable = fa__large_size(s);
+        *usable = fa__large_held(s);
         return true;
     }
     if (state != FA_SPAN_SMALL || s->cls == 0)
