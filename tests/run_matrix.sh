@@ -17,7 +17,8 @@
 #                   the hardened library with each of its options
 #   debug           debug mode (checked blocks, the quarantine, a leak
 #                   report at exit, which run_programs.sh takes out of
-#                   stderr and counts; any other report fails)
+#                   stderr and counts; any other report fails), in each
+#                   library (the hardened one's large blocks broke under it)
 #   profile, trace  a heap profile or a trace for every process, each
 #                   checked (a trace read back by fastalloc-trace)
 #   stats           FASTALLOC_STATS=1: the table on stderr at exit, taken
@@ -57,6 +58,7 @@ exec sh "$(dirname "$0")/run_programs.sh" --redis 2000 --stress "$b/tests/stress
     "$s,FASTALLOC_SECURE_TAILS=1" \
     "$s,FASTALLOC_SECURE_SHUFFLE=1" \
     "$d,FASTALLOC_DEBUG=1" \
+    "$s,FASTALLOC_DEBUG=1" \
     "$d,FASTALLOC_PROFILE={}.%p.heap" \
     "$d,FASTALLOC_TRACE={}.trace" \
     "$d,FASTALLOC_STATS=1" \
