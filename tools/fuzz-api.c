@@ -15,9 +15,9 @@
  * (FASTALLOC_DEBUG=1, FASTALLOC_LIMIT=48M, ...; tools/fuzz-replay.sh
  * names the sets it runs): at start-up the target checks that each
  * FASTALLOC_ variable names an option and was taken, so that a set with a
- * typo or a value the library ignored cannot pass unseen.  The known bugs
- * that it steps around are listed in tests/fuzz/README.md, and marked
- * "Known" where it does.  FUZZ_API_TRACE=1 prints each call on stderr.
+ * typo or a value the library ignored cannot pass unseen.  The bugs it
+ * found are listed, with their inputs, in tests/fuzz/README.md.
+ * FUZZ_API_TRACE=1 prints each call on stderr.
  *
  * Two input formats; in both, the patterns cover a block's first 8 KiB
  * and its last 4 KiB, so that the fuzzer's speed goes to calls, not to
@@ -349,11 +349,7 @@ static void keep(unsigned i, void *p, size_t size, size_t align, int zero)
         fail("a block is misaligned", size, want);
     if (!fa_owns(b))
         fail("fa_owns denies a block", size, 0);
-    /* Known: the hardened build's fa_owns takes any address in the range
-     * of its blocks of no bytes (06-large/empty.c) for a block, p + 1 of
-     * malloc(0) too; reported with this fuzzer, and left out of the check
-     * until it is fixed. */
-    if (fa_owns(b + 1) && !(FA_SECURE && size == 0))
+    if (fa_owns(b + 1))
         fail("fa_owns takes a pointer inside a block for one", size, 0);
     size_t u = fa_malloc_usable_size(b);
     if (u < size)
@@ -601,11 +597,6 @@ static void do_alloc(const struct call *c)
     int expect = expect_of(c, &total, &align, &glibc_fails), err;
     release(c->slot);
     void *p = call_api(&fa_api, c, &err);
-    /* fa_memalign answers EINVAL from 2^62 on, where glibc tries the
-     * alignment and runs out of memory: a divergence from glibc that this
-     * fuzzer found (tests/fuzz/README.md); both fail the call. */
-    if (c->op == OP_MEMALIGN && p == NULL && err == EINVAL && expect == ENOMEM && c->arg > SIZE_MAX / 4)
-        err = ENOMEM;
     if (glibc_fails && expect > 0)
         ask_glibc(c, expect);
     if (outcome(failed[c->op], p, err, expect, total))
@@ -1080,11 +1071,6 @@ static size_t asked_max = (size_t)64 << 20;
 #define NO_SPACE ((size_t)1 << 48)
 #define OBJECT_MAX ((size_t)1 << 20)
 
-/* Known: with FASTALLOC_PROFILE the sampling counts a request's bytes as
- * a long long, which overflows past LLONG_MAX (09-diag/profile.c, due());
- * reported with this fuzzer.  Until it is fixed, a request is at most
- * LLONG_MAX bytes in that set: still one that must fail. */
-static size_t request_max = SIZE_MAX;
 
 static void decode_v2(const uint8_t *d, struct call *c)
 {
@@ -1107,12 +1093,6 @@ static void decode_v2(const uint8_t *d, struct call *c)
     }
     if (!array && c->arg > ASKED_MAX && c->arg < NO_SPACE)
         c->arg = ASKED_MAX;
-    if (array && c->arg != 0 && !__builtin_mul_overflow(c->size, c->arg, &total)) {
-        if (total > request_max)
-            c->size = request_max / c->arg;
-    } else if (!array && c->size > request_max) {
-        c->size = request_max;
-    }
 }
 
 /* ---- the start ---- */
@@ -1166,12 +1146,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     debug_mode = debug != 0;
     if (debug_mode)
         asked_max = (size_t)320 << 10;
-    long long profile = 0;
-    fa_option_get("profile", &profile);
-    if (profile) {
-        request_max = (size_t)LLONG_MAX;
-        fprintf(stderr, "fuzz-api: requests of at most LLONG_MAX bytes: FASTALLOC_PROFILE overflows past it\n");
-    }
     page = (size_t)sysconf(_SC_PAGESIZE);
     glibc_init();
     trace = getenv("FUZZ_API_TRACE") != NULL;

@@ -47,13 +47,7 @@ case ${1:-} in
 esac
 
 # The fa_ API's option sets: the set, its binary, its variables (@ is the
-# set's folder).  A binary is api or api-secure (ASan and UBSan), or
-# api-secure-noasan (UBSan alone), which the sets with secure_zero take:
-# under ASan the hardened build's secure_zero zeroes, when it cuts a span
-# all of whose blocks were freed, blocks that their frees left poisoned, and
-# ASan reports its own memset (02-records/span.c, fa__span_carve; found by
-# this fuzzer, tests/fuzz/README.md).  Back to api-secure once that is
-# fixed.
+# set's folder).  A binary is api or api-secure (ASan and UBSan).
 sets() {
     cat <<'EOF'
 api                api                -
@@ -67,10 +61,10 @@ api:purge0         api                FASTALLOC_PURGE_DELAY_MS=0
 api:hugepages      api                FASTALLOC_HUGEPAGES=1
 api:limit          api                FASTALLOC_LIMIT=48M
 api-secure         api-secure         -
-api-secure:zero    api-secure-noasan  FASTALLOC_SECURE_ZERO=1
+api-secure:zero    api-secure         FASTALLOC_SECURE_ZERO=1
 api-secure:tails   api-secure         FASTALLOC_SECURE_TAILS=1
 api-secure:shuffle api-secure         FASTALLOC_SECURE_SHUFFLE=1
-api-secure:all     api-secure-noasan  FASTALLOC_SECURE_ZERO=1 FASTALLOC_SECURE_TAILS=1 FASTALLOC_SECURE_SHUFFLE=1
+api-secure:all     api-secure         FASTALLOC_SECURE_ZERO=1 FASTALLOC_SECURE_TAILS=1 FASTALLOC_SECURE_SHUFFLE=1
 EOF
 }
 if [ "${1:-}" = --sets ]; then
@@ -113,9 +107,7 @@ trace)
     ;;
 *)
     kept=$top/tests/fuzz/api
-    san=fuzzer,address,undefined
-    [ "$binary" = api-secure-noasan ] && san=fuzzer,undefined
-    set -- clang -g -O1 -std=gnu11 -fsanitize=$san -fno-sanitize-recover=all
+    set -- clang -g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
     [ "$binary" != api ] && set -- "$@" -DFA_SECURE=1
     set -- "$@" -ftls-model=initial-exec -I"$top/include" -I"$top/src"
     for f in "$top"/src/*/*.c; do

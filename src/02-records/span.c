@@ -43,8 +43,11 @@ void *fa__span_carve(struct fa__span *s, uint32_t n, void *tail)
 #if FA_SECURE
     /* Zeroed, as a freed block is (scrubbed) with `secure_zero`, then
      * linked, each with a fresh block's tail. */
-    if (fa__fl_key.zero && !s->zeroed)
+    if (fa__fl_key.zero && !s->zeroed) {
+        /* The frees of a span cut again left its blocks poisoned (asan.h). */
+        FA_UNPOISON((void *)first, (size_t)n * ci->size);
         fa__memset((void *)first, 0, (size_t)n * ci->size);
+    }
     if (FA_LIKELY(!fa__fl_key.shuffle)) {
         /* Forwards, in address order, as the default build cuts them:
          * a program that walks its blocks in the order it got them walks

@@ -47,7 +47,9 @@ void *fa__empty_alloc(void)
 bool fa__empty_has(const void *p)
 {
     /* base is 0 or 1 while there is no range (end may be stored already). */
+    /* Blocks of no bytes start 16-byte aligned: another address of the
+     * range is none (fa_owns of p + 1 said yes, #52). */
     uintptr_t b = __atomic_load_n(&base, __ATOMIC_ACQUIRE);
-    return b > 1 && (uintptr_t)p - b < __atomic_load_n(&end, __ATOMIC_RELAXED) - b;
+    return b > 1 && (uintptr_t)p % FA_MIN_ALIGN == 0 && (uintptr_t)p - b < __atomic_load_n(&end, __ATOMIC_RELAXED) - b;
 }
 #endif

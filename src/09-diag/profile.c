@@ -39,6 +39,7 @@
 #include "02-records/tail.h"
 #include "08-tcache/tcache.h"
 
+#include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -179,7 +180,10 @@ static bool due(size_t weight)
         left = draw();
         armed = true;
     }
-    if ((left -= (long long)(weight ? weight : 1)) > 0)
+    /* A weight past LLONG_MAX (a request that then fails) counts as that
+     * much: the distance is at most 4e18, so the subtraction stays in range. */
+    long long w = weight == 0 ? 1 : weight > (size_t)LLONG_MAX ? LLONG_MAX : (long long)weight;
+    if ((left -= w) > 0)
         return false;
     left = draw();
     return true;

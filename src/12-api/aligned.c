@@ -63,7 +63,9 @@ void *fa_aligned_alloc(size_t align, size_t size)
 
 void *fa_memalign(size_t align, size_t size)
 {
-    if (align > ((size_t)1 << (sizeof(size_t) * 8 - 2))) {
+    /* glibc's bound: above half the address space, EINVAL; below it, an
+     * alignment no heap can meet is ENOMEM, as any size it cannot. */
+    if (align > ((size_t)1 << (sizeof(size_t) * 8 - 1))) {
         errno = EINVAL;
         return NULL;
     }
