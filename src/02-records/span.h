@@ -129,15 +129,19 @@ struct fa__span {
      * multiply and a compare where the quotient would be two multiplies.
      * blocklim holds the same value: read from a field of its own, the
      * compare takes it from memory, where one field would be loaded into a
-     * register first, an instruction more on the free path. */
+     * register first, an instruction more on the free path.  blockstart is
+     * start again, so that the test reads this line alone and not the
+     * first, which the span's owner writes at every free: another
+     * thread's free that read it too slowed both. */
     uint64_t blockdiv __attribute__((aligned(64)));
     uint64_t blocklim;
+    uintptr_t blockstart;
 };
 
-/* Whether the offset off into the small span s is a block's start. */
-FA_INLINE bool fa__span_at_block(const struct fa__span *s, uint64_t off)
+/* Whether a, in the small span s, is a block's start. */
+FA_INLINE bool fa__span_at_block(const struct fa__span *s, uintptr_t a)
 {
-    return off * s->blockdiv < s->blocklim;
+    return (a - s->blockstart) * s->blockdiv < s->blocklim;
 }
 
 /* The blockdiv of blocks of size bytes (above). */

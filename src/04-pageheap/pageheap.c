@@ -93,6 +93,7 @@ static void mark_used(struct fa__span *s, unsigned state, unsigned cls)
         fa__pm_set_large(s, s->start, s->npages);
     } else {
         s->blockdiv = s->blocklim = fa__span_blockdiv(fa__classes[cls].size);
+        s->blockstart = s->start;
         fa__pm_set(s->start, s->npages, s, cls);
     }
     if (state == FA_SPAN_LARGE) {

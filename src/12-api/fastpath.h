@@ -155,7 +155,7 @@ FA_INLINE void fa__free_body(void *p, bool zeroed, bool tails, bool check, bool 
      * (02-records/span.h, blockdiv) also finds a pointer that is not
      * 16-byte aligned, which the default build therefore does not test
      * before: blocks are of whole 16 bytes, from a page's start. */
-    if (FA_UNLIKELY(!fa__span_at_block(s, a - s->start))) {
+    if (FA_UNLIKELY(!fa__span_at_block(s, a))) {
         fa__api_free_bad(p);
         return;
     }
