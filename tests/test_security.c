@@ -782,7 +782,7 @@ static int case_correct(void)
 {
     /* The sizes secure_zero stopped (52), each under every set of the
      * hardened build's options (the default library has none). */
-    static const char *const pairs[] = {"48-64", "32-48", "64-48", "80-64", "100-200", "1000-700"};
+    static const char *const pairs[] = {"48-64", "32-48", "64-48", "80-64", "100-200", "1000-700", "990-1010"};
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
         for (int o = 0; o < (TEST_SECURE ? 8 : 1); o++)
             run_opt("correct", pairs[i], 20000, EXIT0, NULL, o);

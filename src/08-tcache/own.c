@@ -252,6 +252,10 @@ void fa__tc_keep(struct fa__tcache *tc, struct fa__span *s)
      * class went to the page heap for pages that another class held
      * free. */
     s->freelist = NULL;
+    /* Its blocks hold what their frees left: links, marks, and with tails
+     * the tails and canaries of requests shorter than the class, past what
+     * secure_zero scrubbed; a cut must zero them again (span.c). */
+    s->zeroed = 0;
     __atomic_store_n(&s->carved, 0, __ATOMIC_RELAXED); /* read by other threads' frees (span.h) */
     if (spare) {
         fa__list_del(&s->link);
