@@ -102,11 +102,16 @@ void *fa__span_carve(struct fa__span *s, uint32_t n, void *tail)
 
 unsigned fa__span_collect(struct fa__span *s)
 {
-    if (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) == 0)
-        return 0;
-    uintptr_t x = __atomic_exchange_n(&s->xfree, 0, __ATOMIC_ACQUIRE);
+    uintptr_t x = __atomic_load_n(&s->xfree, __ATOMIC_RELAXED);
     /* A detached span's word is no list (whoever takes it clears it). */
-    return fa__span_absorb(s, (x & FA_XFREE_DETACHED) ? NULL : (void *)x);
+    if (FA_XFREE_LIST(x) == NULL || (x & FA_XFREE_DETACHED))
+        return 0;
+    /* The listed bit stays: it changes only under the class lock, which a
+     * caller that finds it set holds. */
+    x = __atomic_exchange_n(&s->xfree, x & FA_XFREE_LISTED, __ATOMIC_ACQUIRE);
+    if (x & FA_XFREE_PEER)
+        s->marks |= FA_SPAN_SHARED;
+    return fa__span_absorb(s, FA_XFREE_LIST(x));
 }
 
 unsigned fa__span_absorb(struct fa__span *s, void *head)

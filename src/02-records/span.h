@@ -43,10 +43,11 @@ enum { FA_LISTED_NONE = 0, FA_LISTED_CENTRAL = 1, FA_LISTED_THREAD = 2 };
  * free and kept (08-tcache):
  *  - FA_SPAN_SEEN_FULL: the owner found it full once; a walk that finds it
  *    full again may detach it;
- *  - FA_SPAN_SHARED: other threads freed blocks into it since the owner
- *    took it (the owner collected its xfree); it is detached the moment it
- *    is full, so that the thread that frees its blocks takes it, and
- *    allocates from it what it freed;
+ *  - FA_SPAN_SHARED: threads that allocate its class freed blocks into it
+ *    since the owner took it (the owner collected an xfree list with
+ *    FA_XFREE_PEER), or the owner took it from another thread; it is
+ *    detached the moment it is full, so that a thread that frees its
+ *    blocks takes it, and allocates from it what it freed;
  *  - FA_SPAN_RETAKEN: the owner detached it full, and took it back itself
  *    with a free of its own: a thread that frees and allocates its own
  *    blocks at random; a walk keeps it while the thread has few spans of
@@ -59,6 +60,21 @@ enum { FA_SPAN_SEEN_FULL = 1, FA_SPAN_SHARED = 2, FA_SPAN_RETAKEN = 4 };
  * it gave up is freeing its own blocks, one that takes another's is not
  * (FA_SPAN_SHARED). */
 #define FA_XFREE_DETACHED ((uintptr_t)1)
+/* Second bit of a list on xfree: a thread that allocates the span's class
+ * (it has a current span of it) pushed blocks on it.  Its owner marks the
+ * span FA_SPAN_SHARED when it collects such a list, and so detaches it the
+ * moment it is full, for that thread to take; blocks freed by threads that
+ * allocate nothing of the class (consumers) leave the span its owner's
+ * (#53). */
+#define FA_XFREE_PEER ((uintptr_t)2)
+/* Third bit: the central cache lists the span.  A free that finds it puts
+ * its blocks on the span's freelist under the class lock instead
+ * (fa__central_free_list), so that the central cache counts them, and a
+ * span whose last block comes back goes to the page heap at once, for any
+ * class.  Only a holder of the class lock sets or clears it (05-central). */
+#define FA_XFREE_LISTED ((uintptr_t)4)
+/* The blocks of an xfree word that holds a list. */
+#define FA_XFREE_LIST(x) ((void *)((x) & ~(FA_XFREE_DETACHED | FA_XFREE_PEER | FA_XFREE_LISTED)))
 
 struct fa__span {
     uintptr_t start;  /* first byte, page aligned */

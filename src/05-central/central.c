@@ -49,22 +49,38 @@ static struct central *lock_class(unsigned cls)
     return cc;
 }
 
-static void list_push(struct central *cc, struct fa__span *s)
+/* Link s in the list of its fullness and count its free blocks. */
+static void enlist(struct central *cc, struct fa__span *s)
 {
     unsigned k = (unsigned)((uint64_t)s->used * NLISTS / fa__classes[s->cls].objs);
     if (k >= NLISTS)
         k = NLISTS - 1;
     fa__list_push(&cc->lists[k], &s->link);
-    s->listed = FA_LISTED_CENTRAL;
     /* Read without the lock (fa__central_drain, stats). */
     __atomic_store_n(&cc->free_objs, cc->free_objs + (fa__classes[s->cls].objs - s->used), __ATOMIC_RELAXED);
 }
 
-static void list_del(struct central *cc, struct fa__span *s)
+static void unlist(struct central *cc, struct fa__span *s)
 {
     fa__list_del(&s->link);
-    s->listed = FA_LISTED_NONE;
     __atomic_store_n(&cc->free_objs, cc->free_objs - (fa__classes[s->cls].objs - s->used), __ATOMIC_RELAXED);
+}
+
+/* s, no thread's, is listed from now on: frees into it come here
+ * (FA_XFREE_LISTED, fa__central_free_list). */
+static void list_push(struct central *cc, struct fa__span *s)
+{
+    enlist(cc, s);
+    s->listed = FA_LISTED_CENTRAL;
+    __atomic_fetch_or(&s->xfree, FA_XFREE_LISTED, __ATOMIC_RELAXED);
+}
+
+/* s leaves the lists: frees into it go to its xfree again. */
+static void list_del(struct central *cc, struct fa__span *s)
+{
+    unlist(cc, s);
+    s->listed = FA_LISTED_NONE;
+    __atomic_fetch_and(&s->xfree, ~FA_XFREE_LISTED, __ATOMIC_RELAXED);
 }
 
 static struct fa__span *new_span(unsigned cls)
@@ -123,6 +139,35 @@ void fa__central_put_list(struct fa__span *s, void *head)
     fa__unlock(&cc->lock);
 }
 
+bool fa__central_free_list(struct fa__span *s, void *head, void *tail, uint32_t n)
+{
+    struct central *cc = lock_class(s->cls);
+    if (!(__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) & FA_XFREE_LISTED)) {
+        /* Taken meanwhile by a thread: its xfree again. */
+        fa__unlock(&cc->lock);
+        return false;
+    }
+    unlist(cc, s);
+    if (n > s->used)
+        fa__fatal("fastalloc: free(): double free among the %u-byte blocks of a span near %p",
+                  fa__classes[s->cls].size, head);
+    fa__fl_set_next(tail, s->freelist);
+    s->freelist = head;
+    s->used -= n;
+    /* Blocks pushed on its xfree before it was listed. */
+    fa__span_collect(s);
+    if (s->used == 0) {
+        s->listed = FA_LISTED_NONE;
+        __atomic_fetch_and(&s->xfree, ~FA_XFREE_LISTED, __ATOMIC_RELAXED);
+        fa__unlock(&cc->lock);
+        fa__ph_free(s);
+        return true;
+    }
+    enlist(cc, s);
+    fa__unlock(&cc->lock);
+    return true;
+}
+
 void *fa__central_alloc_one(unsigned cls)
 {
     const struct fa__class_info *ci = &fa__classes[cls];
@@ -174,14 +219,17 @@ void fa__central_drain(void)
             struct fa__list *head = &cc->lists[k];
             for (struct fa__span *s = fa__span_first(head), *next; s != NULL; s = next) {
                 next = fa__span_after(head, s);
-                if (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) == 0)
+                if (FA_XFREE_LIST(__atomic_load_n(&s->xfree, __ATOMIC_RELAXED)) == NULL)
                     continue;
-                list_del(cc, s);
+                unlist(cc, s);
                 fa__span_collect(s);
-                if (s->used == 0)
+                if (s->used == 0) {
+                    s->listed = FA_LISTED_NONE;
+                    __atomic_fetch_and(&s->xfree, ~FA_XFREE_LISTED, __ATOMIC_RELAXED);
                     fa__list_push(&empty, &s->link);
-                else
-                    list_push(cc, s);
+                } else {
+                    enlist(cc, s);
+                }
             }
         }
         fa__unlock(&cc->lock);

@@ -28,6 +28,13 @@ void fa__central_put_list(struct fa__span *s, void *head) FA_HIDDEN;
  * page heap. */
 void fa__central_retire(struct fa__span *s) FA_HIDDEN;
 
+/* The list head..tail of n blocks of s, freed by threads that do not own
+ * it, goes on its freelist under the class lock, when the central cache
+ * lists s (FA_XFREE_LISTED); a span whose every block is then free goes to
+ * the page heap.  False when s is no longer listed: the blocks go on its
+ * xfree instead. */
+bool fa__central_free_list(struct fa__span *s, void *head, void *tail, uint32_t n) FA_HIDDEN;
+
 /* One block of class cls for a thread that has no cache (it is exiting): cut
  * from a central span under the class lock.  NULL when out of memory. */
 void *fa__central_alloc_one(unsigned cls) FA_HIDDEN;

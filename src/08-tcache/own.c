@@ -311,8 +311,10 @@ void *fa__tc_take_free(struct fa__tcache *tc, struct fa__span *s, unsigned cls)
         if ((n < ci->carve_min || FA_TC_LAST_ALONE(tc, head, n)) && s->carved < ci->objs)
             head = carve(s, head);
     } else if (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) != 0) {
-        head = (void *)__atomic_exchange_n(&s->xfree, 0, __ATOMIC_ACQUIRE);
-        s->marks |= FA_SPAN_SHARED;
+        uintptr_t x = __atomic_exchange_n(&s->xfree, 0, __ATOMIC_ACQUIRE);
+        if (x & FA_XFREE_PEER)
+            s->marks |= FA_SPAN_SHARED;
+        head = FA_XFREE_LIST(x);
     } else if (s->carved < ci->objs) {
         head = carve(s, NULL);
     } else {

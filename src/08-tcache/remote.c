@@ -13,12 +13,19 @@
  * freelist. */
 void fa__tc_push_remote(struct fa__tcache *tc, struct fa__span *s, void *head, void *tail, uint32_t n)
 {
+    /* Whether this thread allocates the class: a span goes to such a
+     * thread only, and its owner learns that one frees into it (#53). */
+    bool peer = tc != NULL && tc->cur[s->cls] != NULL;
     uintptr_t x = __atomic_load_n(&s->xfree, __ATOMIC_RELAXED);
     for (;;) {
         if (x & FA_XFREE_DETACHED) {
             if (!__atomic_compare_exchange_n(&s->xfree, &x, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
                 continue;
-            if (tc == NULL) { /* an exiting thread: the central cache takes it */
+            /* A span goes to a thread that allocates its class (#53): an
+             * exiting thread, or one with no current span of the class,
+             * lists it with the central cache, for the next thread that
+             * needs a span of the class. */
+            if (!peer) {
                 fa__fl_set_next(tail, NULL);
                 fa__central_put_list(s, head);
                 return;
@@ -38,8 +45,15 @@ void fa__tc_push_remote(struct fa__tcache *tc, struct fa__span *s, void *head, v
                 fa__tc_keep(tc, s);
             return;
         }
-        fa__fl_set_next(tail, (void *)x);
-        if (__atomic_compare_exchange_n(&s->xfree, &x, (uintptr_t)head, false, __ATOMIC_RELEASE,
+        if (x & FA_XFREE_LISTED) {
+            if (fa__central_free_list(s, head, tail, n))
+                return;
+            x = __atomic_load_n(&s->xfree, __ATOMIC_RELAXED);
+            continue;
+        }
+        fa__fl_set_next(tail, FA_XFREE_LIST(x));
+        uintptr_t word = (uintptr_t)head | (x & FA_XFREE_PEER) | (peer ? FA_XFREE_PEER : 0);
+        if (__atomic_compare_exchange_n(&s->xfree, &x, word, false, __ATOMIC_RELEASE,
                                         __ATOMIC_RELAXED))
             return;
     }
@@ -79,7 +93,9 @@ void fa__tc_out_put(struct fa__tcache *tc, struct fa__span *s, void *p)
             out_flush(tc, o);
         return;
     }
-    if (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) & FA_XFREE_DETACHED) {
+    /* A thread that allocates the class takes a detached span at its
+     * first free; any other lists it with a batch of its frees. */
+    if (tc->cur[s->cls] != NULL && (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) & FA_XFREE_DETACHED)) {
         fa__tc_push_remote(tc, s, p, p, 1); /* takes the span */
         return;
     }

@@ -50,7 +50,7 @@ bool fa__tc_seen_free(struct fa__tcache *tc, struct fa__span *s, const void *p)
     if (list_has(s->freelist, p, ci->objs, ci->size))
         return true;
     uintptr_t x = __atomic_load_n(&s->xfree, __ATOMIC_ACQUIRE);
-    return (x & FA_XFREE_DETACHED) == 0 && list_has((void *)x, p, ci->objs, ci->size);
+    return (x & FA_XFREE_DETACHED) == 0 && list_has(FA_XFREE_LIST(x), p, ci->objs, ci->size);
 }
 
 void fa__tc_double_free(const void *p, const struct fa__span *s)

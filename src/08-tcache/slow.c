@@ -51,12 +51,21 @@ static FA_NOINLINE void scavenge(struct fa__tcache *tc)
             if (s == tc->cur[c])
                 continue;
             unsigned got = fa__span_collect(s);
-            if (got > 0)
-                s->marks |= FA_SPAN_SHARED;
+            bool idle = s->touched != old && s->touched != tc->epoch;
             if (got > 0 && s->used == 0)
                 fa__tc_keep(tc, s);
-            else if (s->kept && s->touched != old && s->touched != tc->epoch)
+            else if (s->kept && idle)
                 fa__tc_retire(tc, s);
+            else if (idle && !s->kept && tc->cur[c] == NULL && tc->heads[c] == NULL &&
+                     (s->freelist != NULL || s->carved < fa__classes[c].objs))
+                /* A class the thread stopped allocating (no current span,
+                 * nothing on heads[]): the free blocks of its spans, its
+                 * own frees and other threads', go to the central cache
+                 * with the span, for whoever needs a span of the class,
+                 * within two epochs of its last allocation (#53,
+                 * decision 2).  A full span stays: the blocks in it are
+                 * the thread's, and its frees of them take no atomic. */
+                fa__tc_disown(tc, s);
         }
     }
     fa__tc_spare_age(tc, old);
@@ -177,8 +186,9 @@ static void *alloc_slow(struct fa__tcache *tc, unsigned cls)
         fa__tc_clear_cur(tc, cls);
         full = s;
         s->marks |= FA_SPAN_SEEN_FULL;
-        /* Other threads free this span's blocks: it is theirs now, the
-         * first of them to free into it takes it (02-records/span.h), and
+        /* Threads that allocate the class free this span's blocks
+         * (FA_XFREE_PEER): it is theirs now, the first of them to free
+         * into it takes it (02-records/span.h), and
          * allocates again what it freed, warm in its own cache, instead of
          * sending each block back here (#39: a burst of 1,000 blocks that
          * another thread freed in a shuffled order cost that thread a
@@ -226,6 +236,7 @@ static void *alloc_slow(struct fa__tcache *tc, unsigned cls)
             s->freelist = NULL;
             s->used = s->carved;
             s->marks &= (uint8_t)~FA_SPAN_SEEN_FULL;
+            s->touched = tc->epoch;
             g_span = s;
             if ((g_n += n) >= FA_TC_GATHER)
                 break;
@@ -386,5 +397,11 @@ void fa__tc_free_slow(void *p)
 #if FA_SECURE
     tc->last_free = p; /* a span the thread may take back (fa__tc_not_last) */
 #endif
+    /* A thread that only frees other threads' blocks scavenges too, so
+     * that the spans of the classes it no longer allocates go back within
+     * two epochs (#53, decision 2).  p is counted in its span's used until
+     * the outbox sends it, so no flush there empties that span. */
+    if (FA_UNLIKELY(tc->epoch != __atomic_load_n(&fa__scavenge_epoch, __ATOMIC_RELAXED)))
+        scavenge(tc);
     fa__tc_out_put(tc, s, p);
 }
