@@ -11,14 +11,17 @@
 #       a program that does not print NOT_CAUGHT caught the error (a timeout
 #       of 1 s counts as caught, as mimalloc-bench's bench.sh counts it).
 #       Prints a line per library: caught in all and by kind.
-#   tools/outside-suites.sh bench MB DIR ROUNDS NAME=LIB...
+#   tools/outside-suites.sh bench MB DIR ROUNDS [--before LIB] NAME=LIB...
 #       the benchmarks of its bench/ that need nothing downloaded (19 rows:
 #       those of bench.sh, at PROCS threads, 2 unless set), each library in
 #       turn within a round (A B A B); each row's time is bench.sh's (the
 #       wall clock, or for larson, rptest, xmalloc-test and glibc-thread the
 #       relative time it derives from their own output) and peak RSS is
 #       /usr/bin/time's.  Prints medians per row and the geometric means of
-#       each library over the first.
+#       each library over the first.  --before LIB adds LIB (the build
+#       before a change: main's) as a column named "before", and a table
+#       of the first library over it, per row: now/before for time and
+#       peak RSS, with the spread of each (max/min of its rounds).
 # MB is the mimalloc-bench checkout, DIR a scratch directory (built once).
 set -eu
 mode=${1:?usage: tools/outside-suites.sh security|bench MB DIR [ROUNDS] NAME=LIB...}
@@ -82,6 +85,12 @@ fi
 [ "$mode" = bench ] || { echo "tools/outside-suites.sh: security or bench, not $mode" >&2; exit 2; }
 rounds=${1:?rounds}
 shift
+before=
+if [ "${1:-}" = --before ]; then
+    before=${2:?--before LIB}
+    shift 2
+    set -- "$@" "before=$before"
+fi
 build="$dir/bench-build"
 if [ ! -x "$build/glibc-thread" ]; then
     # Its CMakeLists.txt less what must be downloaded (shbench's sources)
@@ -141,7 +150,7 @@ malloc-large|./malloc-large
 mleak10|./mleak 5
 mleak100|./mleak 50
 EOF
-python3 - "$res" <<'EOF'
+python3 - "$res" "$before" <<'EOF'
 import collections, math, statistics, sys
 rows, libs = collections.OrderedDict(), []
 for line in open(sys.argv[1]):
@@ -161,4 +170,18 @@ geo = lambda v: math.exp(sum(map(math.log, v)) / len(v))
 for l, (t, m) in ratios.items():
     print("%s over %s, geometric mean of %d rows: time %.3fx, peak RSS %.3fx (largest time %.2fx)"
           % (l, libs[0], len(t), geo(t), geo(m), max(t)))
+if sys.argv[2] and "before" in libs:
+    now = libs[0]
+    spread = lambda v, i: max(x[i] for x in v) / min(x[i] for x in v) if min(x[i] for x in v) > 0 else float("nan")
+    print()
+    print("%-16s %12s %9s %12s %9s" % ("row", "time now/before", "spread", "RSS now/before", "spread"))
+    tr, mr = [], []
+    for name, by in rows.items():
+        t = med(by[now], 0) / med(by["before"], 0)
+        m = med(by[now], 1) / med(by["before"], 1)
+        tr.append(t)
+        mr.append(m)
+        print("%-16s %15.3f %9.2f %14.3f %9.2f" % (name, t, max(spread(by[now], 0), spread(by["before"], 0)),
+                                                   m, max(spread(by[now], 1), spread(by["before"], 1))))
+    print("%s over before, geometric mean of %d rows: time %.3fx, peak RSS %.3fx" % (now, len(tr), geo(tr), geo(mr)))
 EOF

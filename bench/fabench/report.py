@@ -167,8 +167,11 @@ TABLE_INTRO = {
                          "consumers check it and free it. xferbag: P producers fill batches of 4,096 "
                          "objects of 8..2048 B and push them onto one bag (a stack of at most 100 "
                          "batches under a mutex), P consumers pop any batch and free its objects in a "
-                         "run (the Lever-Boreham xmalloc test's pattern). peak RSS = ru_maxrss of the "
-                         "process.",
+                         "run (the Lever-Boreham xmalloc test's pattern); xferbag-*2+2: 2 producers and "
+                         "2 consumers that allocate nothing, as the outside suite runs xmalloc-test. "
+                         "rpring: threads in a ring keep 1,000 blocks of 8..16,000 B live and hand 100 "
+                         "to the next thread every second loop (rptest's pattern). peak RSS = "
+                         "ru_maxrss of the process.",
     "bursts": "Cross-thread frees in bursts, a server-like loop: 2 threads each allocate bursts of "
               "1,000, 5,000 or 50,000 blocks of 192 B and hand them to the other, which checks and "
               "frees them in a shuffled order; for every block a thread also mallocs a 1 KiB "

@@ -184,6 +184,19 @@ def expect_xferbag(o: dict, out: dict) -> list[str]:
     return r.problems
 
 
+def expect_rpring(o: dict, out: dict) -> list[str]:
+    r = Report(out)
+    t, loops = count(o.get("threads", 2)), count(o.get("loops", "20k"))
+    n, cross = count(o.get("ops", 100)), count(o.get("cross", 2))
+    lists = -(-loops // cross) if t > 1 else 0
+    made = loops * n + lists * n   # per thread: its table's blocks, its lists' blocks
+    r.equal("blocks", t * made, f"{t} threads x ({loops} loops + {lists} lists) x {n} blocks, each checked")
+    r.equal("full", t * -(-made // 16), f"every 16th of {t} x {made} blocks")
+    r.equal("lists", t * lists, f"{t} threads x a list every {cross} of {loops} loops")
+    r.bytes_of_full(count(o.get("min", 8)), count(o.get("max", 16000)))
+    return r.problems
+
+
 def expect_bursts(o: dict, out: dict) -> list[str]:
     r = Report(out)
     t, burst, size = count(o.get("threads", 2)), count(o.get("burst", 1000)), count(o.get("size", 192))
@@ -475,6 +488,7 @@ EXPECT: dict[str, Callable[[dict, dict], list[str]]] = {
     "objpool": expect_objpool,
     "prodcons": expect_prodcons,
     "xferbag": expect_xferbag,
+    "rpring": expect_rpring,
     "bursts": expect_bursts,
     "poolbursts": expect_poolbursts,
     "larson": expect_larson,

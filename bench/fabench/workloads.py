@@ -278,6 +278,30 @@ WORKLOADS: list[Workload] = [
                title=f"{p} producer(s) -> bag of batches (4,096 objects each, at most 100 waiting) -> "
                      f"{p} consumer(s), 8..2048 B mixed, consumers free whole batches")
       for p, objects in ((1, "2M"), (4, "500k"))],
+    # xmalloc-test as the outside suite runs it (#53): 2 threads that
+    # allocate, 2 that only free, 64 B blocks and the 17 sizes; peak RSS
+    # is the row's point (the bag holds at most 100 batches, 26 MiB of
+    # 64 B objects).
+    *[Workload(f"xferbag-{tag}2+2", "xferbag",
+               ("--producers", "2", "--objects", "{objects}", "--batch", "4096", "--bag", "100",
+                "--size", str(size)),
+               params={"objects": "2M"}, quick={"objects": "20k"},
+               metric="ops_per_s", unit="M ops/s", higher_is_better=True, scale=1e-6,
+               table="producer-consumer", threads=4,
+               title=f"2 producers -> bag of batches (4,096 objects each, at most 100 waiting) -> 2 consumers "
+                     f"that allocate nothing, {label}, consumers free whole batches")
+      for tag, size, label in (("64b-", 64, "64 B"), ("", 0, "8..2048 B mixed"))],
+    # rptest's pattern (#53, bench/rpring.c): 2 threads each keep 1,000
+    # blocks of 8..16,000 B live, replace 100 a loop, and hand 100 more to
+    # the other every second loop.
+    Workload("rpring-2t", "rpring",
+             ("--threads", "2", "--loops", "{loops}", "--slots", "1000", "--ops", "100", "--cross", "2",
+              "--min", "8", "--max", "16000"),
+             params={"loops": "20k"}, quick={"loops": "500"},
+             metric="ops_per_s", unit="M ops/s", higher_is_better=True, scale=1e-6,
+             table="producer-consumer", threads=2,
+             title="2 threads in a ring, 1,000 live blocks of 8..16,000 B each, 100 replaced a loop, 100 "
+                   "more handed to the other thread every second loop (rptest's pattern)"),
 
     # -- 5b. bursts (issue #39): cross-thread frees in bursts, a server-like
     #    loop: each thread allocates bursts of 192 B blocks (and a 1 KiB
