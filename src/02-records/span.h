@@ -9,13 +9,16 @@
  *    span's pages; the span is on that cache's list of its class; its
  *    freelist and used are that thread's alone;
  *  - listed by the central cache: no owner; freelist and used belong to
- *    whoever holds the class lock;
+ *    whoever holds the class lock; xfree carries FA_XFREE_LISTED, and
+ *    other threads' frees go on freelist under that lock;
  *  - detached: no owner, on no list, every block live or on xfree; its
  *    xfree has the FA_XFREE_DETACHED bit.
  * Any thread may push a block on any span's xfree, with one
  * compare-and-swap.  A thread whose free finds the detached bit takes the
  * span instead, clearing the word with that compare-and-swap: the span
- * becomes its own, and the block goes on its freelist.  An owner gives a
+ * becomes its own, and the block goes on its freelist; a thread that
+ * allocates nothing of the class gives it to the central cache instead
+ * (08-tcache/remote.c).  An owner gives a
  * span up by clearing the page map first and then, for a full span, setting
  * the detached bit on an empty xfree (fa__span_detach); if a block arrived
  * in between, the owner keeps the span.  Blocks on xfree stay counted in

@@ -49,13 +49,17 @@ static struct central *lock_class(unsigned cls)
     return cc;
 }
 
+/* The list of s's fullness. */
+static unsigned fullness(const struct fa__span *s)
+{
+    unsigned k = (unsigned)((uint64_t)s->used * NLISTS / fa__classes[s->cls].objs);
+    return k < NLISTS ? k : NLISTS - 1;
+}
+
 /* Link s in the list of its fullness and count its free blocks. */
 static void enlist(struct central *cc, struct fa__span *s)
 {
-    unsigned k = (unsigned)((uint64_t)s->used * NLISTS / fa__classes[s->cls].objs);
-    if (k >= NLISTS)
-        k = NLISTS - 1;
-    fa__list_push(&cc->lists[k], &s->link);
+    fa__list_push(&cc->lists[fullness(s)], &s->link);
     /* Read without the lock (fa__central_drain, stats). */
     __atomic_store_n(&cc->free_objs, cc->free_objs + (fa__classes[s->cls].objs - s->used), __ATOMIC_RELAXED);
 }
@@ -147,23 +151,31 @@ bool fa__central_free_list(struct fa__span *s, void *head, void *tail, uint32_t 
         fa__unlock(&cc->lock);
         return false;
     }
-    unlist(cc, s);
     if (n > s->used)
         fa__fatal("fastalloc: free(): double free among the %u-byte blocks of a span near %p",
                   fa__classes[s->cls].size, head);
+    unsigned k = fullness(s);
+    uint32_t was = s->used;
     fa__fl_set_next(tail, s->freelist);
     s->freelist = head;
     s->used -= n;
     /* Blocks pushed on its xfree before it was listed. */
     fa__span_collect(s);
+    __atomic_store_n(&cc->free_objs, cc->free_objs + (was - s->used), __ATOMIC_RELAXED);
     if (s->used == 0) {
+        unlist(cc, s);
         s->listed = FA_LISTED_NONE;
         __atomic_fetch_and(&s->xfree, ~FA_XFREE_LISTED, __ATOMIC_RELAXED);
         fa__unlock(&cc->lock);
         fa__ph_free(s);
         return true;
     }
-    enlist(cc, s);
+    /* Moved to the list of its new fullness only when that changes: the
+     * links touch two other spans' records. */
+    if (fullness(s) != k) {
+        fa__list_del(&s->link);
+        fa__list_push(&cc->lists[fullness(s)], &s->link);
+    }
     fa__unlock(&cc->lock);
     return true;
 }

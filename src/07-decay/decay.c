@@ -8,7 +8,9 @@
 #include "03-purge/purge.h"
 
 
-unsigned fa__scavenge_epoch;
+/* Read by every thread's slow paths, a free's among them: a line of its
+ * own, apart from the counters that claims and ticks write. */
+unsigned fa__scavenge_epoch FA_ALIGNED_CL;
 static uint64_t next_tick_ms;
 static int background_state; /* 0 none, 1 starting or running */
 

@@ -91,9 +91,10 @@ void fa__tc_fold_all(struct fa__tcache *tc) FA_HIDDEN;
  * cache (tc), s becomes tc's.  An exiting thread passes NULL. */
 void fa__tc_push_remote(struct fa__tcache *tc, struct fa__span *s, void *head, void *tail,
                         uint32_t n) FA_HIDDEN;
-/* p, a block of s that another thread owns or nobody does, goes out
- * through tc's outbox. */
-void fa__tc_out_put(struct fa__tcache *tc, struct fa__span *s, void *p) FA_HIDDEN;
+/* p, a block of s (of class cls, from the page map: s's first line is
+ * its owner's, written at every free there) that another thread owns or
+ * nobody does, goes out through tc's outbox. */
+void fa__tc_out_put(struct fa__tcache *tc, struct fa__span *s, unsigned cls, void *p) FA_HIDDEN;
 /* Send every batch. */
 void fa__tc_out_flush_all(struct fa__tcache *tc) FA_HIDDEN;
 

@@ -75,10 +75,10 @@ void fa__tc_out_flush_all(struct fa__tcache *tc)
     tc->out_bytes = 0;
 }
 
-void fa__tc_out_put(struct fa__tcache *tc, struct fa__span *s, void *p)
+void fa__tc_out_put(struct fa__tcache *tc, struct fa__span *s, unsigned cls, void *p)
 {
-    struct fa__outbox *o = &tc->out[s->cls];
-    uint32_t size = fa__classes[s->cls].size;
+    struct fa__outbox *o = &tc->out[cls];
+    uint32_t size = fa__classes[cls].size;
     tc->out_bytes += size;
     if (tc->out_bytes > FA_TC_OUTBOX_ALL) {
         fa__tc_out_flush_all(tc);
@@ -95,7 +95,7 @@ void fa__tc_out_put(struct fa__tcache *tc, struct fa__span *s, void *p)
     }
     /* A thread that allocates the class takes a detached span at its
      * first free; any other lists it with a batch of its frees. */
-    if (tc->cur[s->cls] != NULL && (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) & FA_XFREE_DETACHED)) {
+    if (tc->cur[cls] != NULL && (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) & FA_XFREE_DETACHED)) {
         fa__tc_push_remote(tc, s, p, p, 1); /* takes the span */
         return;
     }

@@ -354,7 +354,8 @@ void fa__tc_free_slow(void *p)
 {
     struct fa__tcache *tc = fa__tls_cache;
     uintptr_t a = (uintptr_t)p;
-    if (fa__pm_class(a) == 0) {
+    unsigned cls = fa__pm_class(a);
+    if (cls == 0) {
         if (p != NULL && !fa__empty_has(p)) /* a block of no bytes: nothing to give back */
             free_large(tc, p);
         return;
@@ -377,9 +378,9 @@ void fa__tc_free_slow(void *p)
     if (FA_UNLIKELY(fa__fl_marked(p, s)) && fa__tc_seen_free(fa__tc_current(), s, p))
         fa__tc_double_free(p, s);
     fa__fl_mark(p, s);
-    fa__fl_scrub(p, fa__classes[s->cls].size);
+    fa__fl_scrub(p, fa__classes[cls].size);
     if (tc->kind != FA_TC_REAL && (tc = fa__tc_mine()) == NULL) {
-        fa__tc_count_global(&fa__tc_retired.frees[s->cls], 1);
+        fa__tc_count_global(&fa__tc_retired.frees[cls], 1);
         fa__tc_push_remote(NULL, s, p, p, 1);
         return;
     }
@@ -393,7 +394,7 @@ void fa__tc_free_slow(void *p)
             fa__tc_keep(tc, s);
         return;
     }
-    FA_COUNT_ADD(tc->n.frees[s->cls], 1);
+    FA_COUNT_ADD(tc->n.frees[cls], 1);
 #if FA_SECURE
     tc->last_free = p; /* a span the thread may take back (fa__tc_not_last) */
 #endif
@@ -403,5 +404,5 @@ void fa__tc_free_slow(void *p)
      * the outbox sends it, so no flush there empties that span. */
     if (FA_UNLIKELY(tc->epoch != __atomic_load_n(&fa__scavenge_epoch, __ATOMIC_RELAXED)))
         scavenge(tc);
-    fa__tc_out_put(tc, s, p);
+    fa__tc_out_put(tc, s, cls, p);
 }
