@@ -79,12 +79,18 @@ static void list_push(struct central *cc, struct fa__span *s)
     __atomic_fetch_or(&s->xfree, FA_XFREE_LISTED, __ATOMIC_RELAXED);
 }
 
-/* s leaves the lists: frees into it go to its xfree again. */
+/* s, unlinked, is no longer listed: frees into it go to its xfree again. */
+static void unmark(struct fa__span *s)
+{
+    s->listed = FA_LISTED_NONE;
+    __atomic_fetch_and(&s->xfree, ~FA_XFREE_LISTED, __ATOMIC_RELAXED);
+}
+
+/* s leaves the lists. */
 static void list_del(struct central *cc, struct fa__span *s)
 {
     unlist(cc, s);
-    s->listed = FA_LISTED_NONE;
-    __atomic_fetch_and(&s->xfree, ~FA_XFREE_LISTED, __ATOMIC_RELAXED);
+    unmark(s);
 }
 
 static struct fa__span *new_span(unsigned cls)
@@ -163,9 +169,7 @@ bool fa__central_free_list(struct fa__span *s, void *head, void *tail, uint32_t 
     fa__span_collect(s);
     __atomic_store_n(&cc->free_objs, cc->free_objs + (was - s->used), __ATOMIC_RELAXED);
     if (s->used == 0) {
-        unlist(cc, s);
-        s->listed = FA_LISTED_NONE;
-        __atomic_fetch_and(&s->xfree, ~FA_XFREE_LISTED, __ATOMIC_RELAXED);
+        list_del(cc, s);
         fa__unlock(&cc->lock);
         fa__ph_free(s);
         return true;
@@ -236,8 +240,7 @@ void fa__central_drain(void)
                 unlist(cc, s);
                 fa__span_collect(s);
                 if (s->used == 0) {
-                    s->listed = FA_LISTED_NONE;
-                    __atomic_fetch_and(&s->xfree, ~FA_XFREE_LISTED, __ATOMIC_RELAXED);
+                    unmark(s);
                     fa__list_push(&empty, &s->link);
                 } else {
                     enlist(cc, s);

@@ -87,8 +87,10 @@ void fa__tc_fold_all(struct fa__tcache *tc) FA_HIDDEN;
 /* ---- remote.c ---- */
 
 /* The list head..tail of n blocks of s, which the calling thread does not
- * own, goes on s's xfree; or, when s is detached and the thread has a
- * cache (tc), s becomes tc's.  An exiting thread passes NULL. */
+ * own, goes on s's xfree (or, s listed, on its freelist under the class
+ * lock); when s is detached, s becomes tc's if tc allocates the class
+ * (has a current span of it), else the central cache lists it.  An
+ * exiting thread passes NULL. */
 void fa__tc_push_remote(struct fa__tcache *tc, struct fa__span *s, void *head, void *tail,
                         uint32_t n) FA_HIDDEN;
 /* p, a block of s (of class cls, from the page map: s's first line is

@@ -8,9 +8,10 @@
 #include "05-central/central.h"
 
 /* The list head..tail of n blocks of s, which the calling thread does not
- * own, goes on s's xfree with one compare-and-swap; or, when s is detached
- * and the thread has a cache (tc), s becomes tc's and the blocks go on its
- * freelist. */
+ * own, goes on s's xfree with one compare-and-swap; or, when the central
+ * cache lists s, on its freelist under the class lock; or, when s is
+ * detached, s becomes tc's and the blocks go on its freelist if tc
+ * allocates the class, else the central cache lists s with them. */
 void fa__tc_push_remote(struct fa__tcache *tc, struct fa__span *s, void *head, void *tail, uint32_t n)
 {
     /* Whether this thread allocates the class: a span goes to such a
