@@ -19,7 +19,14 @@
  *                    in four and allocates only 1 KiB blocks from then on:
  *                    two scavenge epochs later, a new thread's 64 B
  *                    blocks lie in its pages (it gave the spans of a class
- *                    it no longer allocates to the central cache). */
+ *                    it no longer allocates to the central cache);
+ *   finished         rptest's pattern once a thread is done: it allocated
+ *                    4 KiB blocks, and now only frees the lists of them
+ *                    that its neighbour hands it, while the neighbour keeps
+ *                    1,000 live and replaces them at random; the heap's
+ *                    peak stays within a bound of the bytes live (the
+ *                    spans the finished thread takes at its frees fill
+ *                    with its neighbour's frees, which it collects). */
 #include "check.h"
 #include "util.h"
 
@@ -332,6 +339,114 @@ static int case_stopped(void)
     return check_done("test_strand stopped");
 }
 
+/* ---- finished ---- */
+
+enum { FN_SLOTS = 1000, FN_LIST = 100, FN_PENDING = 4, FN_SIZE = 4096 };
+
+struct fn_list {
+    struct fn_list *next;
+    void *b[FN_LIST];
+};
+
+static struct fn_list *fn_inbox;
+static unsigned fn_pending;
+static int fn_done;
+static unsigned fn_loops;
+
+/* The neighbour: FN_SLOTS blocks live, FN_LIST replaced at random a loop,
+ * and FN_LIST more handed over in a list. */
+static void *fn_worker(void *arg)
+{
+    (void)arg;
+    static void *slots[FN_SLOTS];
+    uint64_t rng = 7;
+    for (size_t i = 0; i < FN_SLOTS; i++) {
+        slots[i] = fa_malloc(FN_SIZE);
+        CHECK(slots[i] != NULL);
+        *(unsigned char *)slots[i] = 1;
+    }
+    for (unsigned loop = 0; loop < fn_loops; loop++) {
+        for (size_t i = 0; i < FN_LIST; i++) {
+            size_t k = rng_below(&rng, FN_SLOTS);
+            fa_free(slots[k]);
+            slots[k] = fa_malloc(FN_SIZE);
+            CHECK(slots[k] != NULL);
+            *(unsigned char *)slots[k] = 2;
+        }
+        struct fn_list *l = fa_malloc(sizeof *l);
+        CHECK(l != NULL);
+        for (size_t i = 0; i < FN_LIST; i++) {
+            l->b[i] = fa_malloc(FN_SIZE);
+            CHECK(l->b[i] != NULL);
+            *(unsigned char *)l->b[i] = 3;
+        }
+        while (__atomic_load_n(&fn_pending, __ATOMIC_ACQUIRE) >= FN_PENDING)
+            sched_yield();
+        __atomic_fetch_add(&fn_pending, 1, __ATOMIC_RELAXED);
+        l->next = __atomic_load_n(&fn_inbox, __ATOMIC_RELAXED);
+        while (!__atomic_compare_exchange_n(&fn_inbox, &l->next, l, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+            ;
+    }
+    __atomic_store_n(&fn_done, 1, __ATOMIC_RELEASE);
+    for (size_t i = 0; i < FN_SLOTS; i++)
+        fa_free(slots[i]);
+    return NULL;
+}
+
+/* The finished thread: one block of the class allocated, then frees only. */
+static void *fn_freer(void *arg)
+{
+    (void)arg;
+    void *own = fa_malloc(FN_SIZE);
+    CHECK(own != NULL);
+    fa_free(own);
+    for (;;) {
+        bool done = __atomic_load_n(&fn_done, __ATOMIC_ACQUIRE);
+        struct fn_list *l = __atomic_exchange_n(&fn_inbox, NULL, __ATOMIC_ACQUIRE);
+        if (l == NULL && done)
+            break;
+        if (l == NULL)
+            sched_yield();
+        while (l != NULL) {
+            struct fn_list *next = l->next;
+            for (size_t i = 0; i < FN_LIST; i++) {
+                CHECK(*(unsigned char *)l->b[i] == 3);
+                fa_free(l->b[i]);
+            }
+            fa_free(l);
+            __atomic_fetch_sub(&fn_pending, 1, __ATOMIC_RELEASE);
+            l = next;
+        }
+    }
+    return NULL;
+}
+
+static int case_finished(void)
+{
+    /* No scavenge epoch moves: the bound holds by what the frees do. */
+    CHECK(fa_option_set("purge_delay_ms", 3600 * 1000) == 0);
+    fn_loops = TEST_TSAN || FA_TEST_SLOW ? 2000 : 20000;
+    fa_stats_t before, after;
+    fa_stats_get(&before);
+    pthread_t t[2];
+    CHECK(pthread_create(&t[0], NULL, fn_freer, NULL) == 0);
+    CHECK(pthread_create(&t[1], NULL, fn_worker, NULL) == 0);
+    for (int i = 0; i < 2; i++)
+        CHECK(pthread_join(t[i], NULL) == 0);
+    fa_stats_get(&after);
+    size_t live = (size_t)(FN_SLOTS + (FN_PENDING + 2) * FN_LIST) * FN_SIZE;
+    size_t grew = after.peak_in_use - before.peak_in_use;
+    printf("%u loops of a thread that replaces %d of its %d live blocks of %d B and hands %d more to a "
+           "thread that only frees: the heap's peak grew by %zu KiB (live at most about %zu KiB)\n",
+           fn_loops, FN_LIST, FN_SLOTS, FN_SIZE, FN_LIST, grew >> 10, live >> 10);
+    /* The bound: what can be live, and as much again (the spans of the
+     * class the freeing thread holds between two collections).  A thread
+     * that took the spans it freed into and collected nothing of them grew
+     * the heap by hundreds of MiB. */
+    CHECKF(grew <= 2 * live, "the heap's peak grew by %zu KiB, live at most %zu KiB", grew >> 10, live >> 10);
+    return check_done("test_strand finished");
+}
+
 int main(int argc, char **argv)
 {
     static const struct check_case cases[] = {
@@ -339,6 +454,7 @@ int main(int argc, char **argv)
         {"releasers-mixed", case_releasers_mixed},
         {"nonalloc", case_nonalloc},
         {"stopped", case_stopped},
+        {"finished", case_finished},
     };
     return check_run_case("test_strand", cases, sizeof cases / sizeof cases[0], argc, argv);
 }

@@ -47,6 +47,11 @@ size_t fa__tc_claims(void) FA_HIDDEN;
 #define FA_TC_SLACK_BELOW 8u
 #define FA_TC_SLACK_WALK 8u
 
+/* Collect the remote frees of tc's spans of cls but the current one; keep
+ * or retire those then all free.  Run when tc->nspans[cls] reaches
+ * tc->collect_at[cls], which it sets (own.c). */
+void fa__tc_collect_class(struct fa__tcache *tc, unsigned cls) FA_NOINLINE FA_HIDDEN;
+
 /* Make s, which nobody owns and nobody else can take now, tc's. */
 void fa__tc_own(struct fa__tcache *tc, struct fa__span *s) FA_HIDDEN;
 /* Every block of s, which tc owns, is free: keep it if the cache's share

@@ -370,3 +370,27 @@ void fa__tc_heads_cut(struct fa__tcache *tc, unsigned cls, size_t n)
     fa__tc_return_heads(tc, cls);
     tc->heads[cls] = keep;
 }
+
+/* A thread collects the remote frees of all its spans of a class when it
+ * owns a quarter more of them than after its last such collection, and
+ * at least FA_TC_COLLECT_MIN.  The allocation slow path looks at a few
+ * spans of a class (FA_TC_CANDIDATES), the newest first, and the scavenge
+ * runs on a clock: a thread that took spans from a neighbour faster than
+ * it allocated from them left the older ones, all but empty on their
+ * xfree lists, unseen, and its neighbour cut new spans for the blocks in
+ * them (#53, rptest's pattern).  A collection visits every span of the
+ * class; the quarter makes it a bounded number of visits per span that
+ * joins the thread. */
+#define FA_TC_COLLECT_MIN 16u
+
+void fa__tc_collect_class(struct fa__tcache *tc, unsigned cls)
+{
+    struct fa__list *h = &tc->spans[cls];
+    for (struct fa__span *s = fa__span_first(h), *next; s != NULL; s = next) {
+        next = fa__span_after(h, s);
+        if (s != tc->cur[cls] && fa__span_collect(s) > 0 && s->used == 0)
+            fa__tc_keep(tc, s);
+    }
+    uint32_t n = tc->nspans[cls] + tc->nspans[cls] / 4;
+    tc->collect_at[cls] = n > FA_TC_COLLECT_MIN ? n : FA_TC_COLLECT_MIN;
+}

@@ -79,6 +79,9 @@ struct fa__tcache {
      * through their link; newest first. */
     struct fa__list spans[FA_NUM_CLASSES];
     uint32_t nspans[FA_NUM_CLASSES]; /* length of each spans[] list */
+    /* nspans[] at which the slow paths collect the remote frees of all
+     * the class's spans (own.c, fa__tc_collect_class). */
+    uint32_t collect_at[FA_NUM_CLASSES];
     void *snap[FA_NUM_CLASSES]; /* heads at the last scavenge */
     struct fa__outbox out[FA_NUM_CLASSES];
     size_t out_bytes;  /* in all batches */
