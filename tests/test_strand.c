@@ -26,7 +26,11 @@
  *                    1,000 live and replaces them at random; the heap's
  *                    peak stays within a bound of the bytes live (the
  *                    spans the finished thread takes at its frees fill
- *                    with its neighbour's frees, which it collects). */
+ *                    with its neighbour's frees, which it collects);
+ *   shares           whether a thread shares its spans of a class (detaches
+ *                    them full, for the thread that frees into them): while
+ *                    fewer than half of those it detached came back to it,
+ *                    and else one in 32; so again once others take them. */
 #include "check.h"
 #include "util.h"
 
@@ -39,6 +43,7 @@
 #include <string.h>
 
 #include "01-os/clock.h"
+#include "08-tcache/internal.h"
 
 /* ---- releasers ---- */
 
@@ -447,6 +452,44 @@ static int case_finished(void)
     return check_done("test_strand finished");
 }
 
+/* ---- shares ---- */
+
+static int case_shares(void)
+{
+    static struct fa__tcache tc; /* all zero: no detach seen */
+    const unsigned c = 5;
+    CHECK(fa__tc_shares(&tc, c));
+    /* Eight detaches, five of them taken back by the thread itself: it
+     * shares one span in 32. */
+    for (int i = 0; i < 8; i++)
+        fa__tc_count_detach(&tc, c, false);
+    for (int i = 0; i < 5; i++)
+        fa__tc_count_detach(&tc, c, true);
+    unsigned yes = 0;
+    for (int i = 0; i < 320; i++)
+        yes += fa__tc_shares(&tc, c);
+    CHECKF(yes == 10, "shared %u of 320 spans after 5 of 8 detaches came back (want 10)", yes);
+    CHECK(fa__tc_shares(&tc, c + 1)); /* another class has its own counts */
+    /* Others take the next ones: sharing again once fewer than half came
+     * back. */
+    for (int i = 0; i < 3; i++)
+        fa__tc_count_detach(&tc, c, false);
+    CHECK(fa__tc_shares(&tc, c));
+    /* The counts are halved as they grow: a pattern that changes shows
+     * within a few dozen detaches, whatever came before. */
+    for (int i = 0; i < 10000; i++)
+        fa__tc_count_detach(&tc, c, false);
+    for (int i = 0; i < 64; i++) {
+        fa__tc_count_detach(&tc, c, false);
+        fa__tc_count_detach(&tc, c, true);
+    }
+    yes = 0;
+    for (int i = 0; i < 64; i++)
+        yes += fa__tc_shares(&tc, c);
+    CHECKF(yes == 2, "shared %u of 64 spans once every detach came back (want 2)", yes);
+    return check_done("test_strand shares");
+}
+
 int main(int argc, char **argv)
 {
     static const struct check_case cases[] = {
@@ -455,6 +498,7 @@ int main(int argc, char **argv)
         {"nonalloc", case_nonalloc},
         {"stopped", case_stopped},
         {"finished", case_finished},
+        {"shares", case_shares},
     };
     return check_run_case("test_strand", cases, sizeof cases / sizeof cases[0], argc, argv);
 }

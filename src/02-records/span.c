@@ -100,17 +100,19 @@ void *fa__span_carve(struct fa__span *s, uint32_t n, void *tail)
 #endif
 }
 
-unsigned fa__span_collect(struct fa__span *s)
+unsigned fa__span_collect(struct fa__span *s, bool *peer)
 {
     uintptr_t x = __atomic_load_n(&s->xfree, __ATOMIC_RELAXED);
+    if (peer != NULL)
+        *peer = false;
     /* A detached span's word is no list (whoever takes it clears it). */
     if (FA_XFREE_LIST(x) == NULL || (x & FA_XFREE_DETACHED))
         return 0;
     /* The listed bit stays: it changes only under the class lock, which a
      * caller that finds it set holds. */
     x = __atomic_exchange_n(&s->xfree, x & FA_XFREE_LISTED, __ATOMIC_ACQUIRE);
-    if (x & FA_XFREE_PEER)
-        s->marks |= FA_SPAN_SHARED;
+    if (peer != NULL)
+        *peer = (x & FA_XFREE_PEER) != 0;
     return fa__span_absorb(s, FA_XFREE_LIST(x));
 }
 

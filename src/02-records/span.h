@@ -48,9 +48,11 @@ enum { FA_LISTED_NONE = 0, FA_LISTED_CENTRAL = 1, FA_LISTED_THREAD = 2 };
  *    full again may detach it;
  *  - FA_SPAN_SHARED: threads that allocate its class freed blocks into it
  *    since the owner took it (the owner collected an xfree list with
- *    FA_XFREE_PEER), or the owner took it from another thread; it is
- *    detached the moment it is full, so that a thread that frees its
- *    blocks takes it, and allocates from it what it freed;
+ *    FA_XFREE_PEER), or the owner took it from another thread, and the
+ *    owner shares the class (08-tcache/own.c, fa__tc_shares: the spans of
+ *    it that it detached went to other threads); it is detached the moment
+ *    it is full, so that a thread that frees its blocks takes it, and
+ *    allocates from it what it freed;
  *  - FA_SPAN_RETAKEN: the owner detached it full, and took it back itself
  *    with a free of its own: a thread that frees and allocates its own
  *    blocks at random; a walk keeps it while the thread has few spans of
@@ -65,10 +67,10 @@ enum { FA_SPAN_SEEN_FULL = 1, FA_SPAN_SHARED = 2, FA_SPAN_RETAKEN = 4 };
 #define FA_XFREE_DETACHED ((uintptr_t)1)
 /* Second bit of a list on xfree: a thread that allocates the span's class
  * (it has a current span of it) pushed blocks on it.  Its owner marks the
- * span FA_SPAN_SHARED when it collects such a list, and so detaches it the
- * moment it is full, for that thread to take; blocks freed by threads that
- * allocate nothing of the class (consumers) leave the span its owner's
- * (#53). */
+ * span FA_SPAN_SHARED when it collects such a list, if it shares the
+ * class, and so detaches it the moment it is full, for that thread to
+ * take; blocks freed by threads that allocate nothing of the class
+ * (consumers) leave the span its owner's (#53). */
 #define FA_XFREE_PEER ((uintptr_t)2)
 /* Third bit: the central cache lists the span.  A free that finds it puts
  * its blocks on the span's freelist under the class lock instead
@@ -222,8 +224,9 @@ void *fa__span_carve(struct fa__span *s, uint32_t n, void *tail) FA_HIDDEN;
 
 /* Move the blocks on a span's xfree list to its freelist and count them
  * out of used; the caller owns the span or holds its class's lock.  Returns
- * how many moved. */
-unsigned fa__span_collect(struct fa__span *s) FA_HIDDEN;
+ * how many moved; *peer (unless NULL) says whether a thread that allocates
+ * the class pushed some (FA_XFREE_PEER). */
+unsigned fa__span_collect(struct fa__span *s, bool *peer) FA_HIDDEN;
 /* The same for a list taken off xfree already. */
 unsigned fa__span_absorb(struct fa__span *s, void *head) FA_HIDDEN;
 

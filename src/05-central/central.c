@@ -139,7 +139,7 @@ void fa__central_put_list(struct fa__span *s, void *head)
 {
     struct central *cc = lock_class(s->cls);
     fa__span_absorb(s, head);
-    fa__span_collect(s);
+    fa__span_collect(s, NULL);
     if (s->used == 0) {
         fa__unlock(&cc->lock);
         fa__ph_free(s);
@@ -166,7 +166,7 @@ bool fa__central_free_list(struct fa__span *s, void *head, void *tail, uint32_t 
     s->freelist = head;
     s->used -= n;
     /* Blocks pushed on its xfree before it was listed. */
-    fa__span_collect(s);
+    fa__span_collect(s, NULL);
     __atomic_store_n(&cc->free_objs, cc->free_objs + (was - s->used), __ATOMIC_RELAXED);
     if (s->used == 0) {
         list_del(cc, s);
@@ -200,7 +200,7 @@ void *fa__central_alloc_one(unsigned cls)
     } else {
         list_del(cc, s);
     }
-    fa__span_collect(s);
+    fa__span_collect(s, NULL);
     void *p;
     if (s->freelist != NULL) {
         p = fa__fl_pop(&s->freelist);
@@ -212,7 +212,7 @@ void *fa__central_alloc_one(unsigned cls)
         /* Full: detached, so that the next free of one of its blocks takes
          * it (02-records/span.h).  A block freed meanwhile keeps it listed. */
         if (!fa__span_detach(s, NULL)) {
-            fa__span_collect(s);
+            fa__span_collect(s, NULL);
             list_push(cc, s);
         }
     } else {
@@ -238,7 +238,7 @@ void fa__central_drain(void)
                 if (FA_XFREE_LIST(__atomic_load_n(&s->xfree, __ATOMIC_RELAXED)) == NULL)
                     continue;
                 unlist(cc, s);
-                fa__span_collect(s);
+                fa__span_collect(s, NULL);
                 if (s->used == 0) {
                     unmark(s);
                     fa__list_push(&empty, &s->link);

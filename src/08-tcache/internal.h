@@ -52,6 +52,16 @@ size_t fa__tc_claims(void) FA_HIDDEN;
  * tc->collect_at[cls], which it sets (own.c). */
 void fa__tc_collect_class(struct fa__tcache *tc, unsigned cls) FA_NOINLINE FA_HIDDEN;
 
+/* Whether tc marks its spans of cls FA_SPAN_SHARED (own.c): it does while
+ * the spans of the class it detached went to other threads.  Counted by
+ * fa__tc_count_detach: tc detached a span of cls, or took back one it had
+ * detached (retaken). */
+bool fa__tc_shares(struct fa__tcache *tc, unsigned cls) FA_HIDDEN;
+void fa__tc_count_detach(struct fa__tcache *tc, unsigned cls, bool retaken) FA_HIDDEN;
+/* A list that threads allocating the class pushed came back to s, which
+ * tc owns: s is shared if tc shares the class. */
+void fa__tc_peer_freed(struct fa__tcache *tc, struct fa__span *s) FA_HIDDEN;
+
 /* Make s, which nobody owns and nobody else can take now, tc's. */
 void fa__tc_own(struct fa__tcache *tc, struct fa__span *s) FA_HIDDEN;
 /* Every block of s, which tc owns, is free: keep it if the cache's share

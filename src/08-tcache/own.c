@@ -313,7 +313,7 @@ void *fa__tc_take_free(struct fa__tcache *tc, struct fa__span *s, unsigned cls)
     } else if (__atomic_load_n(&s->xfree, __ATOMIC_RELAXED) != 0) {
         uintptr_t x = __atomic_exchange_n(&s->xfree, 0, __ATOMIC_ACQUIRE);
         if (x & FA_XFREE_PEER)
-            s->marks |= FA_SPAN_SHARED;
+            fa__tc_peer_freed(tc, s);
         head = FA_XFREE_LIST(x);
     } else if (s->carved < ci->objs) {
         head = carve(s, NULL);
@@ -333,8 +333,10 @@ bool fa__tc_detach(struct fa__tcache *tc, struct fa__span *s)
     own_unlink(tc, s);
     fa__pm_set_owner(s->start, s->npages, NULL);
     fa__seam(FA_SEAM_SPAN_DETACH, s);
-    if (fa__span_detach(s, tc))
+    if (fa__span_detach(s, tc)) {
+        fa__tc_count_detach(tc, s->cls, false);
         return true;
+    }
     fa__tc_own(tc, s);
     return false;
 }
@@ -388,9 +390,57 @@ void fa__tc_collect_class(struct fa__tcache *tc, unsigned cls)
     struct fa__list *h = &tc->spans[cls];
     for (struct fa__span *s = fa__span_first(h), *next; s != NULL; s = next) {
         next = fa__span_after(h, s);
-        if (s != tc->cur[cls] && fa__span_collect(s) > 0 && s->used == 0)
+        if (s == tc->cur[cls])
+            continue;
+        bool peer;
+        unsigned got = fa__span_collect(s, &peer);
+        if (peer)
+            fa__tc_peer_freed(tc, s);
+        if (got > 0 && s->used == 0)
             fa__tc_keep(tc, s);
     }
     uint32_t n = tc->nspans[cls] + tc->nspans[cls] / 4;
     tc->collect_at[cls] = n > FA_TC_COLLECT_MIN ? n : FA_TC_COLLECT_MIN;
+}
+
+/* Whether tc shares a span of class c: marks it FA_SPAN_SHARED, so that it
+ * is detached the moment it is full, for the thread that frees into it to
+ * take.  That pays where another thread frees the span's blocks (bursts
+ * handed from thread to thread: the taker frees and allocates them again
+ * in its own cache) and costs where the owner frees most of them itself:
+ * it takes the span back at its first free, and blocks it gave to another
+ * thread meanwhile come back one list at a time (rptest's pattern, where a
+ * thread hands its neighbour a third of what it allocates).  The outcome
+ * of the thread's own detaches decides: it shares while fewer than half of
+ * the spans of the class that it detached came back to it
+ * (FA_SPAN_RETAKEN), and otherwise one span in FA_TC_SHARE_SAMPLE, so that
+ * a change of pattern shows.  The counts are halved as they reach
+ * FA_TC_SHARE_WINDOW; below FA_TC_SHARE_MIN detaches, it shares (#53). */
+#define FA_TC_SHARE_MIN 8u
+#define FA_TC_SHARE_WINDOW 64u
+#define FA_TC_SHARE_SAMPLE 32u
+
+bool fa__tc_shares(struct fa__tcache *tc, unsigned c)
+{
+    if (tc->detached[c] < FA_TC_SHARE_MIN || 2 * tc->retaken[c] < tc->detached[c])
+        return true;
+    return ++tc->sample[c] % FA_TC_SHARE_SAMPLE == 0;
+}
+
+void fa__tc_count_detach(struct fa__tcache *tc, unsigned c, bool retaken)
+{
+    if (retaken) {
+        tc->retaken[c]++;
+        return;
+    }
+    if (++tc->detached[c] >= FA_TC_SHARE_WINDOW) {
+        tc->detached[c] /= 2;
+        tc->retaken[c] /= 2;
+    }
+}
+
+void fa__tc_peer_freed(struct fa__tcache *tc, struct fa__span *s)
+{
+    if (fa__tc_shares(tc, s->cls))
+        s->marks |= FA_SPAN_SHARED;
 }

@@ -33,11 +33,15 @@ void fa__tc_push_remote(struct fa__tcache *tc, struct fa__span *s, void *head, v
             }
             fa__tc_own(tc, s);
             /* Blocks another thread allocated, freed here: when the span
-             * fills again, it goes to whoever frees into it next. */
-            if ((x & ~FA_XFREE_DETACHED) != (uintptr_t)tc)
-                s->marks |= FA_SPAN_SHARED;
-            else
+             * fills again, it goes to whoever frees into it next, if this
+             * thread shares the class (own.c, fa__tc_shares). */
+            if ((x & ~FA_XFREE_DETACHED) != (uintptr_t)tc) {
+                if (fa__tc_shares(tc, s->cls))
+                    s->marks |= FA_SPAN_SHARED;
+            } else {
                 s->marks |= FA_SPAN_RETAKEN;
+                fa__tc_count_detach(tc, s->cls, true);
+            }
             fa__fl_set_next(tail, s->freelist);
             s->freelist = head;
             s->used -= n;

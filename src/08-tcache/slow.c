@@ -50,7 +50,10 @@ static FA_NOINLINE void scavenge(struct fa__tcache *tc)
             next = fa__span_after(h, s);
             if (s == tc->cur[c])
                 continue;
-            unsigned got = fa__span_collect(s);
+            bool peer;
+            unsigned got = fa__span_collect(s, &peer);
+            if (peer)
+                fa__tc_peer_freed(tc, s);
             bool idle = s->touched != old && s->touched != tc->epoch;
             if (got > 0 && s->used == 0)
                 fa__tc_keep(tc, s);

@@ -82,6 +82,12 @@ struct fa__tcache {
     /* nspans[] at which the slow paths collect the remote frees of all
      * the class's spans (own.c, fa__tc_collect_class). */
     uint32_t collect_at[FA_NUM_CLASSES];
+    /* Spans of each class the thread detached full, and those of them it
+     * took back itself with a free of its own, halved together as they
+     * grow; and a count that samples sharing where they say no (own.c,
+     * fa__tc_shares). */
+    uint16_t detached[FA_NUM_CLASSES], retaken[FA_NUM_CLASSES];
+    uint8_t sample[FA_NUM_CLASSES];
     void *snap[FA_NUM_CLASSES]; /* heads at the last scavenge */
     struct fa__outbox out[FA_NUM_CLASSES];
     size_t out_bytes;  /* in all batches */
