@@ -61,6 +61,9 @@ void fa__tc_count_detach(struct fa__tcache *tc, unsigned cls, bool retaken) FA_H
 /* A list that threads allocating the class pushed came back to s, which
  * tc owns: s is shared if tc shares the class. */
 void fa__tc_peer_freed(struct fa__tcache *tc, struct fa__span *s) FA_HIDDEN;
+/* fa__span_collect on s, which tc owns, and fa__tc_peer_freed if such a
+ * list came back. */
+unsigned fa__tc_collect(struct fa__tcache *tc, struct fa__span *s) FA_HIDDEN;
 
 /* Make s, which nobody owns and nobody else can take now, tc's. */
 void fa__tc_own(struct fa__tcache *tc, struct fa__span *s) FA_HIDDEN;

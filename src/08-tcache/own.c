@@ -390,13 +390,7 @@ void fa__tc_collect_class(struct fa__tcache *tc, unsigned cls)
     struct fa__list *h = &tc->spans[cls];
     for (struct fa__span *s = fa__span_first(h), *next; s != NULL; s = next) {
         next = fa__span_after(h, s);
-        if (s == tc->cur[cls])
-            continue;
-        bool peer;
-        unsigned got = fa__span_collect(s, &peer);
-        if (peer)
-            fa__tc_peer_freed(tc, s);
-        if (got > 0 && s->used == 0)
+        if (s != tc->cur[cls] && fa__tc_collect(tc, s) > 0 && s->used == 0)
             fa__tc_keep(tc, s);
     }
     uint32_t n = tc->nspans[cls] + tc->nspans[cls] / 4;
@@ -443,4 +437,13 @@ void fa__tc_peer_freed(struct fa__tcache *tc, struct fa__span *s)
 {
     if (fa__tc_shares(tc, s->cls))
         s->marks |= FA_SPAN_SHARED;
+}
+
+unsigned fa__tc_collect(struct fa__tcache *tc, struct fa__span *s)
+{
+    bool peer;
+    unsigned got = fa__span_collect(s, &peer);
+    if (peer)
+        fa__tc_peer_freed(tc, s);
+    return got;
 }

@@ -50,10 +50,7 @@ static FA_NOINLINE void scavenge(struct fa__tcache *tc)
             next = fa__span_after(h, s);
             if (s == tc->cur[c])
                 continue;
-            bool peer;
-            unsigned got = fa__span_collect(s, &peer);
-            if (peer)
-                fa__tc_peer_freed(tc, s);
+            unsigned got = fa__tc_collect(tc, s);
             bool idle = s->touched != old && s->touched != tc->epoch;
             if (got > 0 && s->used == 0)
                 fa__tc_keep(tc, s);
