@@ -47,10 +47,10 @@ size_t fa__tc_claims(void) FA_HIDDEN;
 #define FA_TC_SLACK_BELOW 8u
 #define FA_TC_SLACK_WALK 8u
 
-/* Collect the remote frees of tc's spans of cls but the current one; keep
- * or retire those then all free.  Run when tc->nspans[cls] reaches
- * tc->collect_at[cls], which it sets (own.c). */
-void fa__tc_collect_class(struct fa__tcache *tc, unsigned cls) FA_NOINLINE FA_HIDDEN;
+/* tc took a detached span of cls at a free; every so many such spans, it
+ * collects the remote frees of all its spans of cls but the current one,
+ * and keeps or retires those then all free (own.c). */
+void fa__tc_took(struct fa__tcache *tc, unsigned cls) FA_HIDDEN;
 
 /* Whether tc marks its spans of cls FA_SPAN_SHARED (own.c): it does while
  * the spans of the class it detached went to other threads.  Counted by

@@ -373,28 +373,33 @@ void fa__tc_heads_cut(struct fa__tcache *tc, unsigned cls, size_t n)
     tc->heads[cls] = keep;
 }
 
-/* A thread collects the remote frees of all its spans of a class when it
- * owns a quarter more of them than after its last such collection, and
- * at least FA_TC_COLLECT_MIN.  The allocation slow path looks at a few
- * spans of a class (FA_TC_CANDIDATES), the newest first, and the scavenge
- * runs on a clock: a thread that took spans from a neighbour faster than
- * it allocated from them left the older ones, all but empty on their
- * xfree lists, unseen, and its neighbour cut new spans for the blocks in
+/* A thread collects the remote frees of all its spans of a class once it
+ * took, at its frees, a quarter as many detached spans of the class as it
+ * owns, and at least FA_TC_COLLECT_MIN, since its last such collection.
+ * A taken span holds the blocks of the thread it came from, which that
+ * thread frees into it as remote frees.  The allocation slow path looks
+ * at a few spans of a class (FA_TC_CANDIDATES), the newest first, and the
+ * scavenge runs on a clock: a thread that took spans faster than it
+ * allocated from them, or that finished its work and only frees what
+ * others hand it, left the older ones, all but empty on their xfree lists,
+ * unseen, and the thread they came from cut new spans for the blocks in
  * them (#53, rptest's pattern).  A collection visits every span of the
- * class; the quarter makes it a bounded number of visits per span that
- * joins the thread. */
+ * class: a bounded number of visits per span taken.  A thread that takes
+ * no span (one that frees its own blocks) never collects so. */
 #define FA_TC_COLLECT_MIN 16u
 
-void fa__tc_collect_class(struct fa__tcache *tc, unsigned cls)
+void fa__tc_took(struct fa__tcache *tc, unsigned cls)
 {
+    uint32_t quarter = tc->nspans[cls] / 4;
+    if (++tc->taken[cls] < (quarter > FA_TC_COLLECT_MIN ? quarter : FA_TC_COLLECT_MIN))
+        return;
+    tc->taken[cls] = 0;
     struct fa__list *h = &tc->spans[cls];
     for (struct fa__span *s = fa__span_first(h), *next; s != NULL; s = next) {
         next = fa__span_after(h, s);
         if (s != tc->cur[cls] && fa__tc_collect(tc, s) > 0 && s->used == 0)
             fa__tc_keep(tc, s);
     }
-    uint32_t n = tc->nspans[cls] + tc->nspans[cls] / 4;
-    tc->collect_at[cls] = n > FA_TC_COLLECT_MIN ? n : FA_TC_COLLECT_MIN;
 }
 
 /* Whether tc shares a span of class c: marks it FA_SPAN_SHARED, so that it

@@ -48,12 +48,8 @@ void fa__tc_push_remote(struct fa__tcache *tc, struct fa__span *s, void *head, v
             s->nonuser += n; /* this thread counted them as remote frees */
             if (s->used == 0)
                 fa__tc_keep(tc, s);
-            else if (FA_UNLIKELY(tc->nspans[s->cls] >= tc->collect_at[s->cls]))
-                /* A thread that takes spans and allocates little of the
-                 * class (one that finished its work and frees what others
-                 * hand it) collects them here, where its allocations
-                 * would. */
-                fa__tc_collect_class(tc, s->cls);
+            else
+                fa__tc_took(tc, s->cls);
             return;
         }
         if (x & FA_XFREE_LISTED) {

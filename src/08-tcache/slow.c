@@ -197,8 +197,6 @@ static void *alloc_slow(struct fa__tcache *tc, unsigned cls)
             full = NULL;
     }
     housekeeping(tc);
-    if (FA_UNLIKELY(tc->nspans[cls] >= tc->collect_at[cls]))
-        fa__tc_collect_class(tc, cls);
     /* Another span of the thread's.  A full span stays the thread's while
      * it has at most KEEP_FULL spans of the class, and else until a walk
      * finds it full a second time; it is detached then.  A thread that

@@ -79,9 +79,9 @@ struct fa__tcache {
      * through their link; newest first. */
     struct fa__list spans[FA_NUM_CLASSES];
     uint32_t nspans[FA_NUM_CLASSES]; /* length of each spans[] list */
-    /* nspans[] at which the slow paths collect the remote frees of all
-     * the class's spans (own.c, fa__tc_collect_class). */
-    uint32_t collect_at[FA_NUM_CLASSES];
+    /* Detached spans of each class taken at frees since the class's last
+     * collection (own.c, fa__tc_took). */
+    uint32_t taken[FA_NUM_CLASSES];
     /* Spans of each class the thread detached full, and those of them it
      * took back itself with a free of its own, halved together as they
      * grow; and a count that samples sharing where they say no (own.c,
