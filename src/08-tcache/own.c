@@ -332,9 +332,10 @@ bool fa__tc_detach(struct fa__tcache *tc, struct fa__span *s)
      * at once, linked through the same fields. */
     own_unlink(tc, s);
     fa__pm_set_owner(s->start, s->npages, NULL);
+    unsigned cls = s->cls; /* s is not read once detached */
     fa__seam(FA_SEAM_SPAN_DETACH, s);
     if (fa__span_detach(s, tc)) {
-        fa__tc_count_detach(tc, s->cls, false);
+        fa__tc_count_detach(tc, cls, false);
         return true;
     }
     fa__tc_own(tc, s);
