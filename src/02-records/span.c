@@ -36,6 +36,14 @@ void *fa__span_carve(struct fa__span *s, uint32_t n, void *tail)
     if (n > ci->objs - s->carved)
         n = ci->objs - s->carved;
     uintptr_t first = s->start + (uintptr_t)s->carved * ci->size;
+    /* Blocks cut from pages known zero are fresh, and every other block cut
+     * is not, whatever a bit said of the block of that place before (a
+     * span whose blocks are cut again after all came back). */
+    if (ci->objs <= FA_SPAN_FRESH_OBJS) {
+        uint8_t mask = (uint8_t)(((1u << n) - 1) << s->carved);
+        uint8_t f = __atomic_load_n(&s->fresh, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->fresh, (uint8_t)(s->zeroed ? f | mask : f & ~mask), __ATOMIC_RELAXED);
+    }
     /* Atomic, for the hardened build's block-start check in other
      * threads' frees (span.h); a plain store on x86. */
     __atomic_store_n(&s->carved, (uint16_t)(s->carved + n), __ATOMIC_RELAXED);

@@ -157,7 +157,28 @@ struct fa__span {
     uint64_t blockdiv __attribute__((aligned(64)));
     uint64_t blocklim;
     uintptr_t blockstart;
+    /* Small spans of at most FA_SPAN_FRESH_OBJS blocks: bit i set says
+     * that block i was cut from pages known zero and no list of the span's
+     * was taken since, so that it was never handed out twice: calloc need
+     * not clear it (12-api/alloc.c).  Written at a cut and when a list is
+     * taken, by whoever may take the span's lists; calloc reads it for a
+     * block it holds, and a bit can only be cleared under it meanwhile. */
+    uint8_t fresh;
 };
+
+/* Spans of at most this many blocks (classes of 4 KiB and up) keep fresh:
+ * a calloc of 4 KiB or more, which would clear pages the program may never
+ * touch, skips them where they are known zero. */
+#define FA_SPAN_FRESH_OBJS 8u
+
+/* A list of s's blocks (its freelist, or its xfree) is taken to be handed
+ * out again: none of s's blocks cut so far is fresh any longer.  A load
+ * and a branch for spans of small blocks, whose fresh stays 0. */
+FA_INLINE void fa__span_reused(struct fa__span *s)
+{
+    if (FA_UNLIKELY(__atomic_load_n(&s->fresh, __ATOMIC_RELAXED) != 0))
+        __atomic_store_n(&s->fresh, 0, __ATOMIC_RELAXED);
+}
 
 /* Whether a, in the small span s, is a block's start. */
 FA_INLINE bool fa__span_at_block(const struct fa__span *s, uintptr_t a)
@@ -199,6 +220,14 @@ FA_INLINE struct fa__span *fa__span_after(struct fa__list *h, const struct fa__s
 FA_INLINE uint64_t fa__span_block_index(const struct fa__span *s, uintptr_t a)
 {
     return ((a - s->start) * fa__classes[s->cls].recip) >> 42;
+}
+
+/* Whether the block at a, of the small span s, which the caller was just
+ * handed, holds zeros past its first two words (the link and the free
+ * mark): fresh (above). */
+FA_INLINE bool fa__span_fresh(const struct fa__span *s, uintptr_t a)
+{
+    return (__atomic_load_n(&s->fresh, __ATOMIC_RELAXED) >> fa__span_block_index(s, a)) & 1;
 }
 
 /* Whether a is the start of a block of s that has been cut (the hardened

@@ -204,6 +204,7 @@ void *fa__central_alloc_one(unsigned cls)
     void *p;
     if (s->freelist != NULL) {
         p = fa__fl_pop(&s->freelist);
+        fa__span_reused(s);
         s->used++;
     } else {
         p = fa__span_carve(s, 1, NULL); /* counts it in used */

@@ -304,6 +304,7 @@ void *fa__tc_take_free(struct fa__tcache *tc, struct fa__span *s, unsigned cls)
         uint32_t n = s->carved - (s->used - bias);
         fa__tc_fold(tc, s, n);
         s->freelist = NULL;
+        fa__span_reused(s);
         s->used = s->carved + bias;
         /* A short list from a span still being cut: cut more ahead of it,
          * so that a loop that frees and allocates a few blocks does not
@@ -314,6 +315,7 @@ void *fa__tc_take_free(struct fa__tcache *tc, struct fa__span *s, unsigned cls)
         uintptr_t x = __atomic_exchange_n(&s->xfree, 0, __ATOMIC_ACQUIRE);
         if (x & FA_XFREE_PEER)
             fa__tc_peer_freed(tc, s);
+        fa__span_reused(s);
         head = FA_XFREE_LIST(x);
     } else if (s->carved < ci->objs) {
         head = carve(s, NULL);

@@ -234,6 +234,7 @@ static void *alloc_slow(struct fa__tcache *tc, unsigned cls)
                 g_tail = t;
             g = s->freelist;
             s->freelist = NULL;
+            fa__span_reused(s);
             s->used = s->carved;
             s->marks &= (uint8_t)~FA_SPAN_SEEN_FULL;
             s->touched = tc->epoch;

@@ -186,6 +186,7 @@ FA_INLINE void *fa__tc_refill(unsigned cls)
     FA_COUNT_ADD(tc->n.frees[cls], carved + 1 - s->used - s->nonuser);
     s->nonuser = 0;
     s->freelist = NULL;
+    fa__span_reused(s);
     s->used = carved + 1;
     FA_COUNT_ADD(tc->n.allocs[cls], 1);
     tc->heads[cls] = fa__fl_next_of(p, cls);

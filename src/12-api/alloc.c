@@ -35,6 +35,9 @@ static size_t held(void *p, unsigned cls, const char *who)
 #endif
 }
 
+/* calloc asks whether blocks of this size and up are fresh (fa_calloc). */
+#define FA_CALLOC_FRESH_MIN ((size_t)4096)
+
 FA_HOT_ENTRY void *fa_malloc(size_t size)
 {
     return fa__do_malloc(size);
@@ -52,8 +55,25 @@ void *fa_calloc(size_t n, size_t size)
     if (FA_UNLIKELY(fa__diag_every())) /* a trace records it as a calloc */
         return fa__api_alloc_diag(total, 0, true);
     void *p = fa__do_malloc(total);
-    if (FA_LIKELY(p != NULL))
-        fa__memset(p, 0, total);
+    if (FA_UNLIKELY(p == NULL))
+        return p;
+    /* A block cut from pages known zero, handed out for the first time,
+     * holds zeros but for its link (its hand-out cleared the free mark):
+     * clearing it whole would touch pages the program may never use.  A
+     * compiler callocs tables of 64 to 256 KiB that it fills sparsely
+     * (#54, decision 1; 02-records/span.h says which blocks are fresh).
+     * Below a page, the clearing costs less than the look. */
+    if (total >= FA_CALLOC_FRESH_MIN) {
+        uintptr_t a = (uintptr_t)p;
+        /* Class 0: a block of a span of its own (a sample of the heap
+         * profile), which large.c would have cleared if asked. */
+        struct fa__span *s = fa__pm_class(a) != 0 ? fa__pm_span(a) : NULL;
+        if (s != NULL && fa__span_fresh(s, a)) {
+            fa__memset(p, 0, 2 * sizeof(void *));
+            return p;
+        }
+    }
+    fa__memset(p, 0, total);
     return p;
 }
 
