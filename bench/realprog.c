@@ -17,6 +17,13 @@
  *   --program gcc: gcc (--exe) compiles and links, at -O2, a C file written
  *     here with --n functions (straight-line arithmetic, a branch, a short
  *     loop, a switch each) and a main that calls them all through a table.
+ *   --program cc: the compiler --exe (gcc, g++) compiles the file --src at
+ *     -O2 to an object file (-c), with --incdir's folders (separated by
+ *     ':') as -I: a real translation unit (this project's
+ *     src/09-diag/trace.c; bench/programs/stdcpp.cpp, the C++ standard
+ *     library whole with containers, regex and streams instantiated).  Its
+ *     output is nothing; the object file must be ELF and name --symbol.
+ *     --n is 1.
  *
  * Timed: from just before the fork to the program's end (wait4); writing
  * its input before and checking its output after are not.  Every check
@@ -30,12 +37,13 @@
  *     runs with LD_DEBUG=files and LD_DEBUG_OUTPUT in a folder of its own
  *     here, where the dynamic loader writes a log per process, and each log
  *     must show the libraries of LD_PRELOAD loaded (a program linked
- *     statically writes none and is not counted; gcc's run must include
- *     cc1).
+ *     statically writes none and is not counted; gcc's and cc's runs must
+ *     include cc1 or cc1plus).
  * A program that cannot be started (not installed) exits 2.
  *
  * Output: elapsed_s (the timed part), the processes' names, and "checked":
- * outputs (1: the output compared), lines and bytes (of that output), items
+ * outputs (1: the output compared), lines and bytes (of that output; for
+ * cc, symbols, 1, and bytes, of the object file), items
  * (--n: records, rows, functions), processes (loader logs read) and, under
  * a preload, preloaded (the processes that had it: all of them).
  *
@@ -47,22 +55,27 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 static const char usage[] =
-    "usage: realprog --program python|sqlite|gcc --n N [--exe PATH] [--script PATH]\n"
+    "usage: realprog --program python|sqlite|gcc|cc --n N [--exe PATH] [--script PATH]\n"
+    "                [--src PATH --symbol NAME [--incdir DIR[:DIR...]]]\n"
     "  --program  python: run --script (bench/programs/dicts.py) with N records;\n"
     "             sqlite: N rows inserted into an in-memory database, indexed, queried;\n"
-    "             gcc: compile and link at -O2 a C file of N functions\n"
-    "  --n        the size of the work (at least 1; python at least 16, sqlite 97)\n"
-    "  --exe      the program to run (default python3, sqlite3, gcc)\n"
-    "  --script   the python script (python only)\n";
+    "             gcc: compile and link at -O2 a C file of N functions;\n"
+    "             cc: compile --src at -O2 to an object file that must define --symbol\n"
+    "  --n        the size of the work (at least 1; python at least 16, sqlite 97; cc 1)\n"
+    "  --exe      the program to run (default python3, sqlite3, gcc, gcc)\n"
+    "  --script   the python script (python only)\n"
+    "  --src      the file to compile (cc only), --incdir its -I folders, --symbol a name\n"
+    "             its object file must hold\n";
 
-enum { PROG_PYTHON, PROG_SQLITE, PROG_GCC };
-static const char *const prog_names[] = {"python", "sqlite", "gcc"};
-static const char *const default_exe[] = {"python3", "sqlite3", "gcc"};
+enum { PROG_PYTHON, PROG_SQLITE, PROG_GCC, PROG_CC };
+static const char *const prog_names[] = {"python", "sqlite", "gcc", "cc"};
+static const char *const default_exe[] = {"python3", "sqlite3", "gcc", "gcc"};
 
 /* opt: the command line, over the defaults; cfg: its copy that the
  * measured code reads (see bench_options). */
@@ -70,12 +83,15 @@ static struct {
     int program;
     const char *exe;
     const char *script;
+    const char *src, *incdir, *symbol;
     uint64_t n;
 } opt = {.program = PROG_PYTHON}, cfg;
 
 static const struct bench_opt opts[] = {
-    CHOICE_OPT("program", &opt.program, "python|sqlite|gcc", NULL), /* PROG_* */
-    STRING_OPT("exe", &opt.exe), STRING_OPT("script", &opt.script), COUNT_OPT("n", &opt.n), OPT_END};
+    CHOICE_OPT("program", &opt.program, "python|sqlite|gcc|cc", NULL), /* PROG_* */
+    STRING_OPT("exe", &opt.exe),       STRING_OPT("script", &opt.script), STRING_OPT("src", &opt.src),
+    STRING_OPT("incdir", &opt.incdir), STRING_OPT("symbol", &opt.symbol), COUNT_OPT("n", &opt.n),
+    OPT_END};
 
 static char dir[4096]; /* the temporary folder; "" once removed */
 
@@ -426,6 +442,26 @@ static void compare(const struct text *got, const struct text *want, const char 
                want->len);
 }
 
+/* The compiler's object file: ELF, and the name of symbol in it (its
+ * symbol table's strings). */
+static size_t check_object(const char *path, const char *symbol)
+{
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0)
+        CHECK_FAIL("the compiler wrote no object file %s: %s", path, strerror(errno));
+    size_t size = (size_t)st.st_size;
+    void *p = size >= 4 ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    close(fd);
+    if (p == MAP_FAILED || memcmp(p, "\177ELF", 4) != 0)
+        CHECK_FAIL("%s is no ELF object file (%zu bytes)", path, size);
+    bool named = memmem(p, size, symbol, strlen(symbol) + 1) != NULL; /* with its NUL */
+    munmap(p, size);
+    if (!named)
+        CHECK_FAIL("the object file does not name %s", symbol);
+    return size;
+}
+
 /* ---- the loader's logs: one per process (LD_DEBUG_OUTPUT=<dir>/ld.<pid>) */
 
 struct loaded {
@@ -515,7 +551,7 @@ static void check_loader_logs(struct loaded *l, const char *preload, struct text
         buf->p[buf->len < buf->cap ? buf->len : buf->cap - 1] = '\0';
         log_program(buf->p, name, sizeof name);
         l->processes++;
-        l->cc1 += strcmp(name, "cc1") == 0;
+        l->cc1 += strcmp(name, "cc1") == 0 || strcmp(name, "cc1plus") == 0;
         size_t used = strlen(l->names);
         snprintf(l->names + used, sizeof l->names - used, "%s%s", used ? " " : "", name);
         if (preload != NULL) {
@@ -527,17 +563,19 @@ static void check_loader_logs(struct loaded *l, const char *preload, struct text
     }
     if (l->processes == 0)
         CHECK_FAIL("no loader log: the program ran no dynamically linked process, so no preload could apply");
-    if (cfg.program == PROG_GCC && l->cc1 == 0)
-        CHECK_FAIL("gcc's run has no cc1 among its processes (%s)", l->names);
+    if ((cfg.program == PROG_GCC || cfg.program == PROG_CC) && l->cc1 == 0)
+        CHECK_FAIL("%s's run has no cc1 or cc1plus among its processes (%s)", cfg.exe, l->names);
 }
 
 int main(int argc, char **argv)
 {
     bench_options("realprog", argc, argv, opts, usage, usage);
     cfg = opt;
-    const uint64_t least[] = {16, 97, 1};
+    const uint64_t least[] = {16, 97, 1, 1};
     if (optind != argc || cfg.n < least[cfg.program] || cfg.n > 100000000 ||
-        (cfg.program == PROG_PYTHON) != (cfg.script != NULL))
+        (cfg.program == PROG_PYTHON) != (cfg.script != NULL) ||
+        (cfg.program == PROG_CC) != (cfg.src != NULL && cfg.symbol != NULL) ||
+        (cfg.program == PROG_CC && cfg.n != 1) || (cfg.program != PROG_CC && cfg.incdir != NULL))
         bench_usage_error(usage);
     if (cfg.exe == NULL)
         cfg.exe = default_exe[cfg.program];
@@ -561,6 +599,7 @@ int main(int argc, char **argv)
     char count[32];
     snprintf(count, sizeof count, "%" PRIu64, cfg.n);
     double elapsed = 0;
+    size_t object_bytes = 0; /* cc: the object file checked */
 
     switch (cfg.program) {
     case PROG_PYTHON: {
@@ -589,6 +628,26 @@ int main(int argc, char **argv)
         run(prog, NULL, "out", NULL); /* untimed: what the compiled program prints */
         break;
     }
+    case PROG_CC: {
+        char obj[4096 + 64];
+        path_in(obj, sizeof obj, "unit.o");
+        char *args[16] = {(char *)cfg.exe, "-O2"}, inc[8][4096 + 2];
+        size_t na = 2, ni = 0;
+        for (const char *d = cfg.incdir; d != NULL && *d != '\0' && ni < 8;) {
+            size_t len = strcspn(d, ":");
+            snprintf(inc[ni], sizeof inc[ni], "-I%.*s", (int)len, d);
+            args[na++] = inc[ni++];
+            d += len + (d[len] == ':');
+        }
+        args[na++] = "-c";
+        args[na++] = (char *)cfg.src;
+        args[na++] = "-o";
+        args[na++] = obj;
+        args[na] = NULL;
+        elapsed = run(args, NULL, "out", env); /* prints nothing: want stays empty */
+        object_bytes = check_object(obj, cfg.symbol);
+        break;
+    }
     }
 
     char out_path[4096 + 64];
@@ -609,8 +668,15 @@ int main(int argc, char **argv)
     print_json_text(cfg.exe);
     printf("\", \"n\": %" PRIu64 ", \"elapsed_s\": %.6f, \"processes\": \"", cfg.n, elapsed);
     print_json_text(l.names);
-    printf("\", \"allocator\": \"%s\", \"checked\": {\"outputs\": 1, \"lines\": %" PRIu64 ", \"bytes\": %zu, "
-           "\"items\": %" PRIu64 ", \"processes\": %u%s}}\n",
-           allocator, lines, want.len, cfg.n, l.processes, preloaded);
+    /* cc: its output (nothing) compared, and the one symbol found in the
+     * object file of so many bytes. */
+    char what[64];
+    if (cfg.program == PROG_CC)
+        snprintf(what, sizeof what, "\"symbols\": 1, \"bytes\": %zu", object_bytes);
+    else
+        snprintf(what, sizeof what, "\"lines\": %" PRIu64 ", \"bytes\": %zu", lines, want.len);
+    printf("\", \"allocator\": \"%s\", \"checked\": {\"outputs\": 1, %s, \"items\": %" PRIu64
+           ", \"processes\": %u%s}}\n",
+           allocator, what, cfg.n, l.processes, preloaded);
     return 0;
 }

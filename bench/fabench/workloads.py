@@ -191,6 +191,12 @@ MIXED_LARGE = ",".join([str(16 + 26 * i) for i in range(38)] + ["300000", "90000
 # binary, not a launcher script in front of it); --set python=PATH for another.
 PYTHON = sys.executable or "python3"
 DICTS_SCRIPT = str(BENCH_DIR / "programs" / "dicts.py")
+# The compiler rows' translation units (#54): this project's own trace.c,
+# with its include folders, and the C++ standard library whole.
+SRC_DIR = BENCH_DIR.parent / "src"
+TRACE_C = str(SRC_DIR / "09-diag" / "trace.c")
+TRACE_INC = f"{SRC_DIR}:{BENCH_DIR.parent / 'include'}"
+STDCPP_CC = str(BENCH_DIR / "programs" / "stdcpp.cpp")
 
 # The suite.  Add entries here (and programs to bench/CMakeLists.txt).
 WORKLOADS: list[Workload] = [
@@ -453,6 +459,20 @@ WORKLOADS: list[Workload] = [
              params={"functions": 120}, quick={"functions": 5},
              metric="elapsed_s", unit="s", table="real programs", rounds=(0, 1), needs=("gcc",),
              title="gcc -O2 compiles and links a generated C file of 120 functions (cc1, as, collect2, ld)"),
+    # Compilers on real translation units: their peak RSS is the memory
+    # table's row (#54: at most jemalloc's), their time the table's.
+    Workload("prog-cc-trace", "realprog",
+             ("--program", "cc", "--exe", "gcc", "--src", "{src}", "--incdir", "{inc}",
+              "--symbol", "fa__trace_alloc", "--n", "1"),
+             params={"src": TRACE_C, "inc": TRACE_INC},
+             metric="elapsed_s", unit="s", table="real programs", rounds=(0, 1), needs=("gcc",),
+             title="gcc -O2 -c src/09-diag/trace.c (cc1 callocs tables of 64-256 KiB it fills sparsely)"),
+    Workload("prog-cxx-stdcpp", "realprog",
+             ("--program", "cc", "--exe", "g++", "--src", "{src}", "--symbol", "bench_stdcpp_run", "--n", "1"),
+             params={"src": STDCPP_CC}, timeout_s=300.0,
+             metric="elapsed_s", unit="s", table="real programs", rounds=(0, 1), needs=("g++",),
+             title="g++ -O2 -c bench/programs/stdcpp.cpp: <bits/stdc++.h>, containers, regex and streams "
+                   "instantiated (cc1plus)"),
 
     # -- replay: the same real programs' allocation traces (recorded once with
     # fastalloc, FASTALLOC_TRACE) replayed by fastalloc-trace under each
