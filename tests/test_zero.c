@@ -50,15 +50,8 @@ static int case_fresh(void)
         }
     long faults = minor_faults() - before;
     printf("%zu blocks of %zu pages: %ld page faults\n", NFRESH * PER_SIZE, pages, faults);
-    /* A sanitizer with the hardened build's tails: AddressSanitizer's
-     * shadow of each block made addressable at its hand-out (an eighth of
-     * its pages) and the tail at each block's end pass the bound; under
-     * ThreadSanitizer every page faults, which is not explained yet
-     * (docs/HISTORY.md, #54).  The zeros are still checked. */
-    bool bounded = !(FA_TEST_SLOW && test_tails_on());
     /* Cleared whole, every page of every block faults in once. */
-    if (bounded)
-        CHECKF(faults < (long)(pages / 4), "%ld faults for %zu pages", faults, pages);
+    CHECKF(faults < (long)(pages / 4), "%ld faults for %zu pages", faults, pages);
     for (size_t i = 0; i < NFRESH; i++)
         for (size_t k = 0; k < PER_SIZE; k++) {
             const unsigned char *b = blocks[i][k];
@@ -66,10 +59,6 @@ static int case_fresh(void)
             CHECK(b[fresh_sizes[i] / 2] == 0 && b[fresh_sizes[i] - 1] == 0);
             fa_free(blocks[i][k]);
         }
-    if (!bounded) {
-        printf("SKIP: test_zero fresh bounds page faults, which a sanitizer with tails passes\n");
-        return 77;
-    }
     return check_done("test_zero fresh");
 }
 

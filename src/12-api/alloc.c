@@ -50,7 +50,9 @@ void *fa_calloc(size_t n, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    if (total > FA_MAX_SMALL)
+    /* A block that is large with its tail too: the large path knows
+     * whether its pages are zero (malloc's path would not say). */
+    if (total > FA_MAX_SMALL - FA_TAIL)
         return fa__api_alloc_large(total, 0, true);
     if (FA_UNLIKELY(fa__diag_every())) /* a trace records it as a calloc */
         return fa__api_alloc_diag(total, 0, true);
