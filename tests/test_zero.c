@@ -9,7 +9,10 @@
  *           are written whole and freed: by their own thread in random
  *           order, by another thread, by a thread that then exits, all of
  *           a span's at once; each calloc after reads zero in every
- *           byte, whichever list of its span the block came back by.
+ *           byte, whichever list of its span the block came back by
+ *           (the refill, the gather, a span's freelist or xfree taken, the
+ *           central cache's one block at a time to a thread whose cache
+ *           is gone: each tried without its clear).
  *
  * Through the fa_ API, which the sanitizer builds (where the standard
  * names are left to the sanitizer's runtime) serve too. */
@@ -148,8 +151,9 @@ static void *calloc_there(void *arg)
 }
 
 /* calloc_all from the thread's exit, once its cache is given up (a
- * destructor that arms itself once more runs after the allocator's):
- * blocks come one at a time from the central cache's spans. */
+ * destructor that arms itself once more runs after the allocator's; a
+ * thread that had no cache would get one): blocks come one at a time from
+ * the central cache's spans. */
 static pthread_key_t late_key;
 static size_t late_size;
 static int late_runs;
@@ -167,8 +171,53 @@ static void late_calloc(void *arg)
 static void *exit_calloc_there(void *arg)
 {
     late_size = *(size_t *)arg;
+    fa_free(fa_malloc(16)); /* a cache, for its exit to give up */
     CHECK(pthread_setspecific(late_key, (void *)1) == 0);
     return NULL;
+}
+
+/* Three threads, alive at once, each writes N blocks whole and frees a
+ * third of them, then all exit: a cache is left to the next thread for
+ * two exits after the last one created (08-tcache/life.c), so the third
+ * gives its spans, their freelists written, to the central cache. */
+enum { BANKS = 3 };
+static void *bank[BANKS][N];
+static pthread_barrier_t banks_met;
+static size_t bank_size;
+
+static void *fill_bank(void *arg)
+{
+    void **b = arg;
+    for (int i = 0; i < N; i++) {
+        b[i] = fa_malloc(bank_size);
+        CHECK(b[i] != NULL);
+        memset(b[i], 0xa5, bank_size);
+    }
+    for (int i = 0; i < N; i += 3) {
+        fa_free(b[i]);
+        b[i] = NULL;
+    }
+    pthread_barrier_wait(&banks_met);
+    return NULL;
+}
+
+static void fill_banks(size_t size)
+{
+    pthread_t t[BANKS];
+    bank_size = size;
+    for (int k = 0; k < BANKS; k++)
+        CHECK(pthread_create(&t[k], NULL, fill_bank, bank[k]) == 0);
+    for (int k = 0; k < BANKS; k++)
+        CHECK(pthread_join(t[k], NULL) == 0);
+}
+
+static void free_banks(void)
+{
+    for (int k = 0; k < BANKS; k++)
+        for (int i = 0; i < N; i++) {
+            fa_free(bank[k][i]);
+            bank[k][i] = NULL;
+        }
 }
 
 static void other_thread(void *(*fn)(void *), size_t *size)
@@ -182,6 +231,7 @@ static int case_reused(void)
 {
     uint64_t rng = 54;
     CHECK(pthread_key_create(&late_key, late_calloc) == 0);
+    CHECK(pthread_barrier_init(&banks_met, NULL, BANKS) == 0);
     /* Under a sanitizer, one round of each kind. */
     const int rounds = FA_TEST_SLOW ? 2 : 3;
     for (int round = 0; round < rounds; round++) {
@@ -222,10 +272,13 @@ static int case_reused(void)
             other_thread(fill_free_there, &size);
             other_thread(calloc_there, &size);
             free_rest();
-            /* The same, calloc'd by a thread that is exiting. */
-            other_thread(fill_free_there, &size);
+            /* Calloc'd by a thread that is exiting, its cache given up:
+             * one block at a time from the central cache, which holds
+             * the spans of the third of three threads that exited. */
+            fill_banks(size);
             other_thread(exit_calloc_there, &size);
             free_rest();
+            free_banks();
         }
     }
     CHECK(late_runs == rounds * (int)NREUSE);
