@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #define PAGE8K ((size_t)8192)
-#define MAX_SMALL ((size_t)256 << 10)
+#define MAX_SMALL TEST_MAX_SMALL
 
 static int global_var;
 static char global_buf[64];

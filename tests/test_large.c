@@ -253,6 +253,49 @@ static const struct {
     {14 * MiB, 2 * MiB, 2 * MiB};
 #endif
 
+/* A run freed by blocks of one size serves blocks of another (DESIGN.md,
+ * "Page runs"): 64 live blocks of 60 KiB (runs of 8 pages), every other
+ * one freed, leave 32 holes of 8 free pages among live blocks; 32 blocks
+ * of 40 KiB (5 pages) must mostly land in them.  Were 60 KiB a size class,
+ * its spans would each keep live blocks and no hole would serve 40 KiB.
+ * The thread keeps up to 8 of the freed blocks (test_thread_keeps_large):
+ * those holes wait there. */
+static void test_run_shared_by_sizes(void)
+{
+    enum { N = 64, HOLES = N / 2 };
+    const size_t a = 60 * KiB, b = 40 * KiB;
+    static unsigned char *big[N];
+    static void *small[HOLES];
+    uintptr_t hole[HOLES];
+    for (int i = 0; i < N; i++) {
+        big[i] = fa_malloc(a);
+        CHECK(big[i] != NULL);
+        memset(big[i], i, a);
+    }
+    for (int i = 0; i < HOLES; i++) {
+        hole[i] = (uintptr_t)big[2 * i + 1];
+        fa_free(big[2 * i + 1]);
+    }
+    int inside = 0;
+    for (int i = 0; i < HOLES; i++) {
+        small[i] = fa_malloc(b);
+        CHECK(small[i] != NULL);
+        memset(small[i], 0xab, b);
+        for (int k = 0; k < HOLES; k++)
+            if ((uintptr_t)small[i] >= hole[k] && (uintptr_t)small[i] < hole[k] + a)
+                inside++;
+    }
+    printf("runs: %d of %d blocks of 40 KiB landed in the pages freed by blocks of 60 KiB\n", inside, HOLES);
+    CHECKF(inside >= HOLES - 8 - 4, "only %d of %d blocks of 40 KiB reused the pages freed by 60 KiB blocks",
+           inside, HOLES);
+    for (int i = 0; i < N; i += 2) {
+        CHECK(all_bytes(big[i], a, (unsigned char)i));
+        fa_free(big[i]);
+    }
+    for (int i = 0; i < HOLES; i++)
+        fa_free(small[i]);
+}
+
 int main(void)
 {
     /* The resident-set bounds count 4 KiB pages: where transparent huge
@@ -266,6 +309,7 @@ int main(void)
     size_t rss_start = rss_bytes();
     test_thread_keeps_large();
     test_large_only_thread();
+    test_run_shared_by_sizes();
     /* The rest tests the page heap itself: with no thread cache, every free
      * reaches it. */
     CHECK(fa_option_set("thread_cache_bytes", 0) == 0);

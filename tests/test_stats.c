@@ -98,7 +98,7 @@ static int case_one(void)
  * own and then the other half of thread t+1's (a remote free), so every
  * block is freed once; plus K/10 blocks each that stay live. */
 enum { T = 4, K = 5000 };
-static const size_t tsize[T] = {24, 200, 3000, 40000};
+static const size_t tsize[T] = {24, 200, 3000, 30000};
 static void *blocks[T][K];
 static void *keep[T][K / 10];
 static pthread_barrier_t bar;

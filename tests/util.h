@@ -193,6 +193,10 @@ static inline size_t resident_bytes(const void *p, size_t n)
 #ifndef FA_TEST_SECURE_LIB
 #define FA_TEST_SECURE_LIB 0
 #endif
+/* The largest small block (00-base/config.h, FA_MAX_SMALL): 32 KiB in the
+ * default build, whose larger blocks are runs of whole pages; 256 KiB in
+ * the hardened one, which keeps its checks on the classes' blocks. */
+#define TEST_MAX_SMALL (FA_TEST_SECURE_LIB ? (size_t)256 << 10 : (size_t)32 << 10)
 #if FA_TEST_SECURE_LIB
 /* Whether this process runs with the hardened build's tails: the
  * environment it was started with, read each time (a child may set it). */

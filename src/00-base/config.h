@@ -35,9 +35,28 @@
 #define FA_PAGE_SHIFT 13
 #define FA_PAGE_SIZE ((size_t)1 << FA_PAGE_SHIFT)
 
-/* Blocks of at most this many bytes go through the size classes and thread
- * caches; bigger ones are spans of their own. */
-#define FA_MAX_SMALL ((size_t)256 << 10)
+/* The hardened build (libfastalloc-secure.so): SECURITY.md. */
+#ifndef FA_SECURE
+#define FA_SECURE 0
+#endif
+
+/* Blocks of at most FA_MAX_SMALL bytes go through the size classes and
+ * thread caches; bigger ones are runs of whole pages of their own, cut
+ * from the page heap that every size shares (06-large).  32 KiB: above
+ * it, rounding to the 8 KiB page wastes no more than the classes' four
+ * steps a doubling did, and a run a program frees serves any size that
+ * fits, where a class's span served its class alone (DESIGN.md, "Page
+ * runs").  The hardened build keeps classes up to 256 KiB: its checks on
+ * free (the free mark, the tails, the zeroing) are the classes', and each
+ * run there costs a guard page. */
+#ifndef FA_MAX_SMALL_SHIFT
+#if FA_SECURE
+#define FA_MAX_SMALL_SHIFT 18
+#else
+#define FA_MAX_SMALL_SHIFT 15
+#endif
+#endif
+#define FA_MAX_SMALL ((size_t)1 << FA_MAX_SMALL_SHIFT)
 
 /* Requests above this are impossible: the size could not be rounded up to
  * whole pages without wrapping. */
@@ -76,9 +95,5 @@
 /* Every block of 16 bytes or more is aligned to this (max_align_t). */
 #define FA_MIN_ALIGN 16
 
-/* The hardened build (libfastalloc-secure.so): SECURITY.md. */
-#ifndef FA_SECURE
-#define FA_SECURE 0
-#endif
 
 #endif

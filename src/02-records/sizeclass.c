@@ -16,6 +16,10 @@ struct fa__class_info fa__classes[FA_NUM_CLASSES];
 #define LIST_BYTES (1u << 20)
 #define SPAN_MIN_BYTES ((size_t)32 << 10)
 #define SPAN_MIN_BLOCKS 8u
+/* Spans hold at most this many bytes' worth of blocks when 8 would pass
+ * it; a constant of its own, not FA_MAX_SMALL, so that where the classes
+ * end does not change the spans of those below. */
+#define SPAN_MAX_BYTES ((size_t)256 << 10)
 
 static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 static uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
@@ -32,7 +36,7 @@ static void fill_class(unsigned c, uint32_t size)
      * blocks holds a page or two of its span in memory, not 32 KiB.  Spans
      * of one page held less, but slowed the benchmarks of 1 KiB strings
      * and of shuffled objects of mixed sizes (#24, docs/HISTORY.md). */
-    uint32_t want = min_u32(SPAN_MIN_BLOCKS, max_u32(1, (uint32_t)(FA_MAX_SMALL / size)));
+    uint32_t want = min_u32(SPAN_MIN_BLOCKS, max_u32(1, (uint32_t)(SPAN_MAX_BYTES / size)));
     size_t bytes = (size_t)size * want;
     if (bytes < SPAN_MIN_BYTES)
         bytes = SPAN_MIN_BYTES;

@@ -14,7 +14,7 @@
  * 8-byte class: every block is 16-byte aligned, so that free can refuse a
  * pointer that is not with one test (12-api/fastpath.h), and every block has a
  * second word for its free mark (02-records/freelist.h). */
-#define FA_NUM_CLASSES 65
+#define FA_NUM_CLASSES (33 + 4 * (FA_MAX_SMALL_SHIFT - 10))
 /* From this size up, four classes per doubling instead of eight. */
 #define FA_CLASS_COARSE 1024u
 

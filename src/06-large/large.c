@@ -192,8 +192,19 @@ void fa__large_lock_for_fork(void) {}
 void fa__large_unlock_for_fork(void) {}
 #endif
 
+/* A block realloc moved out of, of at most this many bytes, goes back to
+ * the page heap like any other, dirty, where the next run of its length
+ * or less takes it: runs this short are where programs of many middling
+ * blocks grow theirs, and a system call for each would cost more than
+ * its pages. */
+#define MOVED_KEEP_MAX ((size_t)256 << 10)
+
 void fa__large_free_moved(struct fa__span *s)
 {
+    if (span_bytes(s) <= MOVED_KEEP_MAX) {
+        fa__large_free(NULL, s, 0);
+        return;
+    }
     check(s);
     if (FA_SECURE)
         fa__os_unguard((void *)(s->start + fa__large_size(s)), FA_PAGE_SIZE);
