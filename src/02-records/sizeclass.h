@@ -8,7 +8,8 @@
  * the lookup tables before initialisation, so that both fall into a slow path
  * by themselves.  Classes 1..FA_NUM_CLASSES-1 are, in order: 16 to 128 in
  * steps of 16, eight classes per doubling up to 1 KiB, then four per
- * doubling up to 256 KiB (#39: four, where eight were, cut the peak RSS of
+ * doubling up to FA_MAX_SMALL, 32 KiB (256 KiB in the hardened build;
+ * 00-base/config.h) (#39: four, where eight were, cut the peak RSS of
  * programs that use many classes above 1 KiB by 4 to 12%, at no time
  * measured: docs/HISTORY.md).  There is no
  * 8-byte class: every block is 16-byte aligned, so that free can refuse a

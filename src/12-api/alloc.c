@@ -62,7 +62,7 @@ void *fa_calloc(size_t n, size_t size)
     /* A block cut from pages known zero, handed out for the first time,
      * holds zeros but for its link (its hand-out cleared the free mark):
      * clearing it whole would touch pages the program may never use.  A
-     * compiler callocs tables of 64 to 256 KiB that it fills sparsely
+     * compiler callocs tables of 4 KiB to hundreds that it fills sparsely
      * (#54, decision 1; 02-records/span.h says which blocks are fresh).
      * Below a page, the clearing costs less than the look. */
     if (total >= FA_CALLOC_FRESH_MIN) {
