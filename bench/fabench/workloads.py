@@ -197,6 +197,7 @@ SRC_DIR = BENCH_DIR.parent / "src"
 TRACE_C = str(SRC_DIR / "09-diag" / "trace.c")
 TRACE_INC = f"{SRC_DIR}:{BENCH_DIR.parent / 'include'}"
 STDCPP_CC = str(BENCH_DIR / "programs" / "stdcpp.cpp")
+STDCPP_QUICK_CC = str(BENCH_DIR / "programs" / "stdcpp_quick.cpp")
 
 # The suite.  Add entries here (and programs to bench/CMakeLists.txt).
 WORKLOADS: list[Workload] = [
@@ -469,7 +470,7 @@ WORKLOADS: list[Workload] = [
              title="gcc -O2 -c src/09-diag/trace.c (cc1 callocs tables of 64-256 KiB it fills sparsely)"),
     Workload("prog-cxx-stdcpp", "realprog",
              ("--program", "cc", "--exe", "g++", "--src", "{src}", "--symbol", "bench_stdcpp_run", "--n", "1"),
-             params={"src": STDCPP_CC}, timeout_s=300.0,
+             params={"src": STDCPP_CC}, quick={"src": STDCPP_QUICK_CC}, timeout_s=300.0,
              metric="elapsed_s", unit="s", table="real programs", rounds=(0, 1), needs=("g++",),
              title="g++ -O2 -c bench/programs/stdcpp.cpp: <bits/stdc++.h>, containers, regex and streams "
                    "instantiated (cc1plus)"),
