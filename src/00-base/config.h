@@ -95,5 +95,4 @@
 /* Every block of 16 bytes or more is aligned to this (max_align_t). */
 #define FA_MIN_ALIGN 16
 
-
 #endif

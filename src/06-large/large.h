@@ -44,7 +44,9 @@ bool fa__large_keepable(const struct fa__span *s) FA_HIDDEN;
 void fa__large_free(struct fa__large_cache *lc, struct fa__span *s, size_t cap) FA_HIDDEN;
 
 /* Free the large block s, whose contents realloc just moved: no keeper
- * holds it, and its pages go back to the OS at once.  A program whose
+ * holds it, and, for a block of more than 256 KiB, its pages go back to
+ * the OS at once (a shorter one goes to the page heap dirty, large.c,
+ * MOVED_KEEP_MAX).  A program whose
  * blocks grow by realloc (a vector, a string builder) would otherwise hold
  * each old block's pages, dirty, in a keeper or the page heap, where the
  * next, larger block rarely fits: the old blocks of a growing heap were a
